@@ -1,0 +1,231 @@
+"""The public verbs: `contract`, `explain`, `expand_subscripts`.
+
+`contract` is the last stage of the pipeline (parse -> solve -> expand -> plan ->
+execute).  Everything up to the plan is cached on ``(subscripts, operand shapes,
+supplements)``, so a warm call is one dictionary lookup plus the arithmetic.
+
+>>> import numpy as np
+>>> x = np.ones((4, 2, 3)); cores = np.ones((2, 3, 5, 6)); z = np.ones((4, 2, 5))
+>>> contract('WCa,Caib,WCi->WCb', x, cores, z).shape
+(4, 2, 6)
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import sys
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import SupplementError
+from .expand import shape_ndims
+from .parser import parse
+from .plan import PLAN_CACHE_SIZE, Plan, check_operand_count, make_plan
+from .solver import identifiability, solve
+
+__all__ = ["contract", "explain", "expand_subscripts", "normalise_supplements"]
+
+_ndarray = np.ndarray
+
+
+def normalise_supplements(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """Check ``len_<G>=n`` keywords; return sorted ``((G, n), ...)``.
+
+    Unknown keywords and non-integer values are `TypeError`; a negative length is a
+    `SupplementError`.  Whether ``G`` occurs in the string is checked by the solver.
+    """
+    out = []
+    for key, value in len_groups.items():
+        if not (len(key) == 5 and key.startswith("len_") and "A" <= key[4] <= "Z"):
+            raise TypeError(
+                f"unexpected keyword argument {key!r}; group lengths are passed as len_<G>=n "
+                "with G one uppercase group letter of the subscripts, e.g. len_W=2"
+            )
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{key} must be an int number of axes, not bool ({value!r})")
+        try:
+            n = operator.index(value)
+        except TypeError:
+            raise TypeError(
+                f"{key} must be an int number of axes, got {type(value).__name__} ({value!r})"
+            ) from None
+        if n < 0:
+            raise SupplementError(f"{key}={n}: a group has zero or more axes, never a negative number")
+        out.append((key[4], n))
+    out.sort()
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------- backends
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _numpy_runner(subscripts: str, shapes: tuple[tuple[int, ...], ...],
+                  supplements: tuple[tuple[str, int], ...]) -> Callable[..., Any]:
+    exp = make_plan(subscripts, shapes, supplements).expansion
+    try:  # TEMPORARY until numpy_backend lands
+        from .backends.numpy_backend import build_program
+    except ImportError:
+        return functools.partial(np.einsum, exp.einsum)
+    return build_program(exp.inputs, exp.output, shapes)
+
+
+def _framework(operands: Sequence[Any]) -> str:
+    """'numpy', 'jax' or 'torch', judged from the operands' types.
+
+    Frameworks are looked up in ``sys.modules`` only: if the caller never imported jax,
+    no operand can be a jax array, and we must not import it for them.
+    """
+    jax = sys.modules.get("jax")
+    torch = sys.modules.get("torch")
+    found = set()
+    for op in operands:
+        if isinstance(op, _ndarray):
+            continue
+        if jax is not None and isinstance(op, jax.Array):
+            found.add("jax")
+        elif torch is not None and isinstance(op, torch.Tensor):
+            found.add("torch")
+    if len(found) > 1:
+        raise TypeError("contract() got both jax arrays and torch tensors; convert one side first")
+    return found.pop() if found else "numpy"
+
+
+def contract(subscripts: str, *operands: Any, precision: Any = None,
+             preferred_element_type: Any = None, **len_groups: int) -> Any:
+    """Evaluate a grouped einsum.
+
+    UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters
+    single axes.  Group lengths are solved from the operands' ndims; where the string
+    cannot decide them, pass ``len_<G>=n``.  numpy, JAX (arrays and tracers) and torch
+    operands are accepted; numpy mixed with JAX runs on JAX.
+
+    ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.
+    On numpy and torch, ``preferred_element_type`` is the dtype the operands are
+    converted to before contracting and ``precision`` is ignored.
+
+    >>> import numpy as np
+    >>> zo, za = np.ones((3, 2, 5)), np.ones((3, 2, 4))
+    >>> contract('WCo,WCa->Cao', zo, za, len_W=1).shape
+    (2, 4, 5)
+    """
+    supplements = normalise_supplements(len_groups) if len_groups else ()
+    if preferred_element_type is None:
+        for op in operands:
+            if type(op) is not _ndarray:
+                break
+        else:
+            # Hot path: every operand is a numpy array.
+            shapes = tuple([op.shape for op in operands])
+            return _numpy_runner(subscripts, shapes, supplements)(*operands)
+    return _contract_general(subscripts, operands, supplements, precision, preferred_element_type)
+
+
+def _contract_general(subscripts: str, operands: Sequence[Any],
+                      supplements: tuple[tuple[str, int], ...], precision: Any,
+                      preferred_element_type: Any) -> Any:
+    if not isinstance(subscripts, str):
+        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
+    framework = _framework(operands)
+    if framework == "numpy":
+        arrays = [np.asarray(op) for op in operands]
+        if preferred_element_type is not None:
+            arrays = [a.astype(preferred_element_type, copy=False) for a in arrays]
+        shapes = tuple(a.shape for a in arrays)
+        return _numpy_runner(subscripts, shapes, supplements)(*arrays)
+    shapes = tuple(tuple(op.shape) if hasattr(op, "shape") else np.shape(op) for op in operands)
+    plan = make_plan(subscripts, shapes, supplements)
+    if framework == "jax":
+        from .backends.jax_backend import contract_jax
+
+        return contract_jax(plan.expansion, operands, precision=precision,
+                            preferred_element_type=preferred_element_type)
+    from .backends.torch_backend import contract_torch
+
+    return contract_torch(plan.expansion, operands, preferred_element_type=preferred_element_type)
+
+
+# ------------------------------------------------------------------ introspection
+def _shapes_or_ndims(items: Sequence[Any]) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[int, ...]]:
+    """Split explain/expand arguments into (shapes or None, ndims)."""
+    ndims = shape_ndims(items)
+    if all(not isinstance(i, int) for i in items):
+        shapes = tuple(tuple(int(d) for d in (i.shape if hasattr(i, "shape") else i)) for i in items)
+        return shapes, ndims
+    return None, ndims
+
+
+def _lengths_only(subscripts: str, ndims: tuple[int, ...],
+                  supplements: tuple[tuple[str, int], ...]):
+    parsed = parse(subscripts)
+    check_operand_count(parsed, len(ndims))
+    return parsed, solve(parsed, ndims, supplements)
+
+
+def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int) -> str:
+    """The plain einsum string a grouped call expands to (no arithmetic).
+
+    Pass one shape tuple, array or ndim (int) per operand.
+
+    >>> expand_subscripts('WCa,Caib,WCi->WCb', 4, 5, 4)
+    'ABCa,BCaib,ABCi->ABCb'
+    >>> expand_subscripts('Vo,VWo->WVo', (3, 5), (3, 2, 2, 5))
+    'Ao,ABCo->BCAo'
+    """
+    from .expand import expand
+
+    supplements = normalise_supplements(len_groups)
+    shapes, ndims = _shapes_or_ndims(shapes_or_ndims)
+    if shapes is not None:
+        return make_plan(subscripts, shapes, supplements).expansion.einsum
+    parsed, lengths = _lengths_only(subscripts, ndims, supplements)
+    return expand(parsed, lengths).einsum
+
+
+def explain(subscripts: str, *shapes_or_operands: Any, **len_groups: int) -> str:
+    """A human-readable report of how ``subscripts`` is solved, expanded and planned.
+
+    With shapes (or arrays) it includes the extents, the contraction path and its FLOP
+    count; with bare ndims (ints) it stops at the expansion.
+
+    >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
+    subscripts      'WCo,WCa->Cao'
+    ...
+    """
+    import opt_einsum
+
+    from .expand import expand
+
+    supplements = normalise_supplements(len_groups)
+    shapes, ndims = _shapes_or_ndims(shapes_or_operands)
+    parsed = parse(subscripts)
+    info = identifiability(subscripts, [g for g, _ in supplements])
+    lines = [f"subscripts      {subscripts!r}"]
+    lines.append("identifiability " + identifiability(subscripts).describe()
+                 + (f" (supplied: {', '.join('len_%s=%d' % gs for gs in supplements)})"
+                    if supplements else ""))
+    runs = [r for r in info.runs if len(r) > 1]
+    lines.append("co-travelling   " + ("; ".join("".join(r) + " (only the total matters)" for r in runs)
+                                       if runs else "none"))
+    plan: Plan | None = None
+    if shapes is not None:
+        plan = make_plan(subscripts, shapes, supplements)
+        exp, lengths = plan.expansion, plan.lengths
+    else:
+        parsed, lengths = _lengths_only(subscripts, ndims, supplements)
+        exp = expand(parsed, lengths)
+    lines.append("groups")
+    for (g, labels), n in zip(exp.group_labels, lengths):
+        syms = "".join(exp.symbols[l] for l in labels) or "-"
+        ext = f" extents {tuple(plan.extents[l] for l in labels)}" if plan is not None else ""
+        lines.append(f"  {g}: {n} ax{'is' if n == 1 else 'es'} -> {syms}{ext}")
+    lines.append(f"expanded        {exp.einsum!r}")
+    if plan is not None:
+        lines.append(f"output shape    {plan.output_shape}")
+        path, info_path = opt_einsum.contract_path(exp.einsum, *plan.shapes, shapes=True,
+                                                  optimize="auto")
+        lines.append(f"path            {path}")
+        lines.append(f"FLOPs           {int(info_path.opt_cost):,} (naive single einsum: "
+                     f"{int(info_path.naive_cost):,})")
+        lines.append(f"largest interm. {int(info_path.largest_intermediate):,} elements")
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""Stage 3 of the pipeline: expand groups into single-axis symbols.
+
+Given the solved number of axes of every group, each group becomes that many fresh
+single-axis symbols, handed out in order of first appearance (inputs left to right, then
+the output).  Lowercase letters keep their own letters; fresh symbols come from ``A``-``Z``
+first (so an expansion reads as "uppercase = group axes"), then unused lowercase letters,
+then, past 52 symbols, the non-ASCII symbols of `opt_einsum.get_symbol`.  An empty group
+vanishes.  Because symbols are handed out by position, every split of a co-travelling run
+expands to the very same string.
+
+>>> expansion('WCa,Caib,WCi->WCb', {'W': 2, 'C': 1}).einsum
+'ABCa,Caib,ABCi->ABCb'
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import opt_einsum
+
+from .parser import ParsedSubscripts, is_group, parse
+
+__all__ = ["Expansion", "expansion", "expand", "EXPAND_CACHE_SIZE"]
+
+EXPAND_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A grouped string with every group replaced by its single axes.
+
+    ``inputs``/``output`` hold integer axis labels (0, 1, ... in first-appearance order);
+    ``symbols[label]`` is the label's character in ``einsum``; ``group_labels`` maps each
+    group to its labels (empty for an empty group) and ``letter_labels`` each lowercase
+    letter to its label.
+    """
+
+    subscripts: str
+    lengths: tuple[tuple[str, int], ...]
+    einsum: str
+    inputs: tuple[tuple[int, ...], ...]
+    output: tuple[int, ...]
+    symbols: tuple[str, ...]
+    group_labels: tuple[tuple[str, tuple[int, ...]], ...]
+    letter_labels: tuple[tuple[str, int], ...]
+
+    @property
+    def n_axes(self) -> int:
+        """Number of distinct single axes after expansion."""
+        return len(self.symbols)
+
+    def owner(self, label: int) -> tuple[str, int]:
+        """``(group, sub-axis index)`` for a group axis, ``(letter, 0)`` for a letter."""
+        for g, labels in self.group_labels:
+            if label in labels:
+                return g, labels.index(label)
+        for letter, lab in self.letter_labels:
+            if lab == label:
+                return letter, 0
+        raise KeyError(label)
+
+
+def _fresh_symbols(used_letters: set[str]):
+    for ch in string.ascii_uppercase:
+        yield ch
+    for ch in string.ascii_lowercase:
+        if ch not in used_letters:
+            yield ch
+    k = 52
+    while True:
+        yield opt_einsum.get_symbol(k)
+        k += 1
+
+
+@functools.lru_cache(maxsize=EXPAND_CACHE_SIZE)
+def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...]) -> Expansion:
+    """Expand ``parsed`` with ``lengths`` given in ``parsed.groups`` order (cached)."""
+    length_of = dict(zip(parsed.groups, lengths))
+    used = {ch for ch in parsed.subscripts if ch.islower()}
+    fresh = _fresh_symbols(used)
+    symbols: list[str] = []
+    group_labels: dict[str, tuple[int, ...]] = {}
+    letter_labels: dict[str, int] = {}
+
+    def labels_of(term: str) -> tuple[int, ...]:
+        out: list[int] = []
+        for ch in term:
+            if is_group(ch):
+                if ch not in group_labels:
+                    start = len(symbols)
+                    for _ in range(length_of[ch]):
+                        symbols.append(next(fresh))
+                    group_labels[ch] = tuple(range(start, len(symbols)))
+                out.extend(group_labels[ch])
+            else:
+                if ch not in letter_labels:
+                    letter_labels[ch] = len(symbols)
+                    symbols.append(ch)
+                out.append(letter_labels[ch])
+        return tuple(out)
+
+    inputs = tuple(labels_of(term) for term in parsed.inputs)
+    output = labels_of(parsed.output)
+    einsum = ",".join("".join(symbols[l] for l in term) for term in inputs)
+    einsum += "->" + "".join(symbols[l] for l in output)
+    return Expansion(
+        subscripts=parsed.subscripts,
+        lengths=tuple(zip(parsed.groups, lengths)),
+        einsum=einsum,
+        inputs=inputs,
+        output=output,
+        symbols=tuple(symbols),
+        group_labels=tuple((g, group_labels[g]) for g in parsed.groups),
+        letter_labels=tuple(letter_labels.items()),
+    )
+
+
+def expansion(subscripts: str, lengths: Mapping[str, int]) -> Expansion:
+    """Expand ``subscripts`` for explicit group lengths (every group must be given).
+
+    >>> expansion('Wii->W', {'W': 0}).einsum
+    'ii->'
+    """
+    parsed = parse(subscripts)
+    missing = [g for g in parsed.groups if g not in lengths]
+    if missing:
+        raise KeyError(f"no length given for group(s) {', '.join(missing)} of {subscripts!r}")
+    return expand(parsed, tuple(int(lengths[g]) for g in parsed.groups))
+
+
+def shape_ndims(shapes_or_ndims: Sequence[object]) -> tuple[int, ...]:
+    """ndims from a mix of ints (ndims), shape tuples and array-likes with ``.ndim``/``.shape``."""
+    out = []
+    for item in shapes_or_ndims:
+        if isinstance(item, bool):
+            raise TypeError("an ndim must be an int, not bool")
+        if isinstance(item, int):
+            out.append(item)
+        elif hasattr(item, "shape"):
+            out.append(len(item.shape))  # type: ignore[arg-type]
+        else:
+            out.append(len(tuple(item)))  # type: ignore[arg-type]
+    return tuple(out)

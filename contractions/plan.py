@@ -1,0 +1,115 @@
+"""Stage 4 of the pipeline: a validated, shape-specific plan.
+
+`make_plan` runs parse -> solve -> expand for concrete operand shapes and checks every
+single axis's extent across operands (size 1 broadcasts, as in numpy's einsum).  The
+result is a frozen `Plan`; backends turn it into arithmetic.  Every failure is raised
+here, before any arithmetic runs.
+
+>>> p = make_plan('WCa,Caib,WCi->WCb', ((4, 2, 3), (2, 3, 5, 6), (4, 2, 5)), ())
+>>> p.expansion.einsum, p.output_shape
+('ABa,Baib,ABi->ABb', (4, 2, 6))
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .errors import OperandCountError, SizeMismatchError
+from .expand import Expansion, expand
+from .parser import ParsedSubscripts, parse
+from .solver import solve
+
+__all__ = ["Plan", "make_plan", "PLAN_CACHE_SIZE"]
+
+PLAN_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything shape-specific about one call, except the backend's own schedule.
+
+    ``extents[label]`` is the broadcast extent of each single axis; ``output_shape`` the
+    result's shape.
+    """
+
+    parsed: ParsedSubscripts
+    lengths: tuple[int, ...]
+    expansion: Expansion
+    shapes: tuple[tuple[int, ...], ...]
+    extents: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+    @property
+    def group_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Each group's extents, e.g. ``{'W': (4,), 'C': (2, 3)}``."""
+        return {g: tuple(self.extents[l] for l in labels)
+                for g, labels in self.expansion.group_labels}
+
+
+def check_operand_count(parsed: ParsedSubscripts, count: int) -> None:
+    if count != len(parsed.inputs):
+        raise OperandCountError(
+            f"{parsed.subscripts!r} has {len(parsed.inputs)} input term"
+            f"{'s' if len(parsed.inputs) != 1 else ''} but {count} operand"
+            f"{'s were' if count != 1 else ' was'} given; pass one operand per term, in order."
+        )
+
+
+def _describe_axis(exp: Expansion, label: int) -> str:
+    name, sub = exp.owner(label)
+    if name.isupper():
+        n = len(dict(exp.group_labels)[name])
+        return f"group {name!r} sub-axis {sub} (of {n})"
+    return f"letter {name!r}"
+
+
+def _extents(parsed: ParsedSubscripts, exp: Expansion,
+             shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    s = parsed.subscripts
+    extent: list[int] = [1] * exp.n_axes
+    # Where each extent was first seen with a non-1 size, for the error message.
+    source: list[tuple[int, int] | None] = [None] * exp.n_axes
+    for k, (labels, shape) in enumerate(zip(exp.inputs, shapes)):
+        within: dict[int, int] = {}
+        for axis, (label, size) in enumerate(zip(labels, shape)):
+            if label in within and shape[within[label]] != size:
+                raise SizeMismatchError(
+                    f"size mismatch in {s!r}: {_describe_axis(exp, label)} is repeated in operand {k} "
+                    f"(term {parsed.inputs[k]!r}) with extents {shape[within[label]]} (axis "
+                    f"{within[label]}) and {size} (axis {axis}); a diagonal needs equal extents."
+                )
+            within.setdefault(label, axis)
+            if size == 1:
+                continue
+            if source[label] is None:
+                extent[label], source[label] = size, (k, axis)
+            elif extent[label] != size:
+                k0, axis0 = source[label]  # type: ignore[misc]
+                raise SizeMismatchError(
+                    f"size mismatch in {s!r}: {_describe_axis(exp, label)} has extent "
+                    f"{extent[label]} in operand {k0} (term {parsed.inputs[k0]!r}, axis {axis0}) but "
+                    f"{size} in operand {k} (term {parsed.inputs[k]!r}, axis {axis}). Extents must "
+                    "agree (or be 1 to broadcast); if a group's axes are in a different order in "
+                    "one operand (a transposed batch), move them to match first."
+                )
+    return tuple(extent)
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
+              supplements: tuple[tuple[str, int], ...]) -> Plan:
+    """Parse, solve, expand and validate for these shapes (cached, thread-safe, bounded)."""
+    parsed = parse(subscripts)
+    check_operand_count(parsed, len(shapes))
+    lengths = solve(parsed, tuple(len(sh) for sh in shapes), supplements)
+    exp = expand(parsed, lengths)
+    extents = _extents(parsed, exp, shapes)
+    return Plan(
+        parsed=parsed,
+        lengths=lengths,
+        expansion=exp,
+        shapes=shapes,
+        extents=extents,
+        output_shape=tuple(extents[l] for l in exp.output),
+    )
