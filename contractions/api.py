@@ -117,7 +117,13 @@ def contract(subscripts: str, *operands: Any, precision: Any = None,
         else:
             # Hot path: every operand is a numpy array.
             shapes = tuple([op.shape for op in operands])
-            return _numpy_runner(subscripts, shapes, supplements)(*operands)
+            try:
+                runner = _numpy_runner(subscripts, shapes, supplements)
+            except TypeError:
+                if not isinstance(subscripts, str):  # unhashable non-str: say what is wrong
+                    raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}") from None
+                raise
+            return runner(*operands)
     return _contract_general(subscripts, operands, supplements, precision, preferred_element_type)
 
 

@@ -1,5 +1,6 @@
 """The ``contractions`` command line: ``explain``, ``check`` and ``scan``.
 
+    contractions demo                  # a short guided tour, checked as it runs
     contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
     contractions explain 'WCo,WCa->Cao' 3x2x5 3x2x4 --len W=1
     contractions check src/            # lint contract() call sites (exit 1 on problems)
@@ -44,6 +45,7 @@ def _supplement(text: str) -> tuple[str, int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contractions", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="a short guided tour: contract, solve, explain, an error")
     ex = sub.add_parser("explain", help="report how a grouped string is solved, expanded and planned")
     ex.add_argument("subscripts")
     ex.add_argument("shapes", nargs="*", type=_shape,
@@ -60,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo()
     if args.command == "explain":
         from .api import explain
 

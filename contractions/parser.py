@@ -57,7 +57,6 @@ def _fail(subscripts: str, positions, problem: str, fix: str) -> SubscriptsSynta
     )
 
 
-@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
 def parse(subscripts: str) -> ParsedSubscripts:
     """Parse and validate ``subscripts``; raise `SubscriptsSyntaxError` with a caret on error.
 
@@ -66,7 +65,11 @@ def parse(subscripts: str) -> ParsedSubscripts:
     """
     if not isinstance(subscripts, str):
         raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
-    s = subscripts
+    return _parse(subscripts)
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse(s: str) -> ParsedSubscripts:
     # Character classes first: the caret points at the first offending run.
     for pos, ch in enumerate(s):
         if ch in _UPPER or ch in _LOWER or ch in ",->" or ch.isspace():
@@ -117,9 +120,10 @@ def parse(subscripts: str) -> ParsedSubscripts:
 
     for k, term in enumerate(input_terms):
         if not term:
-            # Point at the empty slot: the comma before it, or the arrow/start.
-            where = comma_positions[k - 1] if k > 0 else (comma_positions[0] if comma_positions else arrow)
-            raise _fail(s, [where], f"input term {k} is empty",
+            # Point at the delimiters around the empty slot.
+            where = [comma_positions[k - 1]] if k > 0 else []
+            where.append(comma_positions[k] if k < len(comma_positions) else arrow)
+            raise _fail(s, where, f"input term {k} is empty",
                         "Every operand needs a non-empty term; a scalar operand is not "
                         "expressible (use a group that is empty at this call, e.g. 'S').")
         seen: dict[str, int] = {}

@@ -1,0 +1,222 @@
+"""End to end on numpy: `contract` against the loop oracle and hand-expanded np.einsum."""
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contractions import (
+    OperandCountError,
+    SizeMismatchError,
+    UnderdeterminedError,
+    contract,
+    expand_subscripts,
+    identifiability,
+)
+from contractions.testing.oracle import loop_contract
+
+from ._strategies import grouped_problems, hand_expand, needed_supplements, random_operands
+
+rng = np.random.default_rng(0)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape)
+
+
+# ---- properties -------------------------------------------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(grouped_problems(), st.integers(0, 2**32 - 1))
+def test_matches_loop_oracle_and_hand_expanded_einsum(problem, seed):
+    operands = random_operands(problem, np.random.default_rng(seed))
+    pins = needed_supplements(problem, identifiability(problem.subscripts))
+    got = contract(problem.subscripts, *operands, **pins)
+    assert got.shape == problem.output_shape()
+    assert got.dtype == np.float64
+    by_einsum = np.einsum(hand_expand(problem), *operands)
+    np.testing.assert_allclose(got, by_einsum, rtol=1e-10, atol=1e-10)
+    by_loops = loop_contract(problem.subscripts, operands, problem.group_shapes)
+    np.testing.assert_allclose(got, by_loops, rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grouped_problems(max_terms=2), st.integers(0, 2**32 - 1))
+def test_integer_and_complex_dtypes_promote_as_einsum(problem, seed):
+    r = np.random.default_rng(seed)
+    shapes = problem.operand_shapes()
+    ints = [r.integers(-3, 4, size=s).astype(np.int32) for s in shapes]
+    if len(ints) > 1:
+        ints[-1] = (ints[-1] + 1j * r.integers(-3, 4, size=shapes[-1])).astype(np.complex64)
+    pins = needed_supplements(problem, identifiability(problem.subscripts))
+    got = contract(problem.subscripts, *ints, **pins)
+    want = np.einsum(hand_expand(problem), *ints)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+# ---- the SPEC's named behaviours ----------------------------------------------------------
+def test_the_headline_example_with_multi_axis_groups():
+    x, cores, z = randn(4, 3, 2, 3), randn(2, 3, 5, 6), randn(4, 3, 2, 5)
+    got = contract("WCa,Caib,WCi->WCb", x, cores, z)
+    want = np.einsum("wxca,caib,wxci->wxcb", x, cores, z)
+    np.testing.assert_allclose(got, want)
+
+
+def test_batched_trace_and_diagonal():
+    a = randn(2, 3, 4, 4)
+    np.testing.assert_allclose(contract("Wii->W", a), np.einsum("xyii->xy", a))
+    np.testing.assert_allclose(contract("Wii->Wi", a), np.einsum("xyii->xyi", a))
+
+
+def test_output_groups_in_any_order():
+    v, m = randn(3, 5), randn(3, 2, 2, 5)
+    got = contract("Vo,VWo->WVo", v, m, len_V=1)
+    np.testing.assert_allclose(got, np.einsum("vo,vwxo->wxvo", v, m))
+
+
+def test_empty_group_vanishes():
+    x, cores, z = randn(3), randn(3, 5, 6), randn(5)
+    got = contract("WCa,Caib,WCi->WCb", x, cores, z)  # W and C both empty
+    np.testing.assert_allclose(got, np.einsum("a,aib,i->b", x, cores, z))
+
+
+def test_empty_output_is_a_full_sum():
+    a, b = randn(2, 3, 4), randn(2, 3, 4)
+    got = contract("Wa,Wa->", a, b)
+    assert got.shape == ()
+    np.testing.assert_allclose(got, np.sum(a * b))
+
+
+def test_zero_d_operand_with_only_an_empty_group():
+    got = contract("W,Wa->Wa", np.array(2.0), randn(3))
+    assert got.shape == (3,)
+
+
+def test_size_one_axes_broadcast_like_numpy_einsum():
+    a, b = randn(4, 1, 3), randn(1, 5, 3)
+    got = contract("Wa,Wa->Wa", a, b)
+    np.testing.assert_allclose(got, np.einsum("xya,xya->xya", a, b))
+    np.testing.assert_allclose(loop_contract("Wa,Wa->Wa", [a, b], {"W": (4, 5)}), got)
+
+
+def test_zero_size_axes():
+    got = contract("Wa,ab->Wb", np.zeros((0, 2, 3)), randn(3, 4))
+    assert got.shape == (0, 2, 4)
+    got = contract("Wa,ab->Wb", randn(2, 0), np.zeros((0, 4)))
+    np.testing.assert_array_equal(got, np.zeros((2, 4)))
+
+
+def test_integer_dtype_stays_integer():
+    a = np.arange(12, dtype=np.int64).reshape(2, 2, 3)
+    got = contract("Wa,Wa->W", a, a)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, np.einsum("xya,xya->xy", a, a))
+
+
+def test_inputs_are_not_modified_and_result_does_not_alias_them():
+    a = randn(3, 4)
+    before = a.copy()
+    out = contract("Wa->aW", a)
+    np.testing.assert_array_equal(a, before)
+    assert not np.shares_memory(out, a)
+    out[...] = 0
+    np.testing.assert_array_equal(a, before)
+
+
+def test_array_likes_are_accepted():
+    got = contract("Wa,a->W", [[1.0, 2.0], [3.0, 4.0]], np.array([1.0, 1.0]))
+    np.testing.assert_allclose(got, [3.0, 7.0])
+
+
+def test_transposed_batch_raises_before_any_arithmetic():
+    with pytest.raises(SizeMismatchError) as info:
+        contract("Wa,Wa->W", randn(2, 3, 4), randn(3, 2, 4))
+    msg = str(info.value)
+    assert "group 'W' sub-axis 0 (of 2)" in msg
+    assert "operand 0" in msg and "operand 1" in msg and "2" in msg and "3" in msg
+    assert "'Wa,Wa->W'" in msg
+
+
+def test_letter_size_mismatch_names_the_letter():
+    with pytest.raises(SizeMismatchError, match="letter 'a' has extent 4 in operand 0"):
+        contract("Wa,Wa->W", randn(2, 4), randn(2, 5))
+
+
+def test_operand_count_mismatch_states_both_counts():
+    with pytest.raises(OperandCountError, match="2 input terms but 3 operands"):
+        contract("Wa,Wa->W", randn(2), randn(2), randn(2))
+
+
+def test_underdetermined_call_raises_without_supplement():
+    with pytest.raises(UnderdeterminedError, match="len_W"):
+        contract("WCo,WCa->Cao", randn(3, 2, 5), randn(3, 2, 4))
+
+
+def test_unknown_keyword_is_type_error_naming_the_len_form():
+    with pytest.raises(TypeError, match=r"len_<G>=n"):
+        contract("Wa->W", randn(2, 3), optimize=True)
+    with pytest.raises(TypeError, match="not bool"):
+        contract("Wa->W", randn(2, 3), len_W=True)
+    with pytest.raises(TypeError, match="int number of axes"):
+        contract("Wa->W", randn(2, 3), len_W=1.0)
+
+
+def test_len_accepts_numpy_integers_via_operator_index():
+    got = contract("WCo,WCa->Cao", randn(3, 2, 5), randn(3, 2, 4), len_W=np.int64(1))
+    assert got.shape == (2, 4, 5)
+
+
+def test_preferred_element_type_on_numpy():
+    a = np.ones((2, 3), dtype=np.float32)
+    assert contract("Wa->W", a, preferred_element_type=np.float64).dtype == np.float64
+
+
+def test_warm_calls_reuse_the_cached_plan():
+    from contractions.api import _numpy_runner
+
+    a = randn(2, 3)
+    contract("Wa->W", a)
+    hits = _numpy_runner.cache_info().hits
+    contract("Wa->W", randn(2, 3))
+    assert _numpy_runner.cache_info().hits == hits + 1
+
+
+def test_threads_get_identical_results():
+    a, b = randn(6, 5, 4), randn(6, 4, 3)
+    want = contract("Wij,Wjk->Wik", a, b)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(50):
+                results.append(contract("Wij,Wjk->Wik", a, b))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(np.array_equal(r, want) for r in results)
+
+
+def test_expanded_string_is_byte_equal_across_calls_and_splits():
+    assert expand_subscripts("WKCi,Cio->WKCo", 4, 3) == "ABCi,Cio->ABCo"
+    assert expand_subscripts("WKCi,Cio->WKCo", 4, 3, len_K=1) == "ABCi,Cio->ABCo"
+    assert expand_subscripts("WKCi,Cio->WKCo", 4, 3, len_K=2) == "ABCi,Cio->ABCo"
+
+
+def test_importing_and_numpy_contract_do_not_import_jax_or_torch():
+    code = (
+        "import sys, numpy as np, contractions\n"
+        "contractions.contract('Wa,ab->Wb', np.ones((2, 3)), np.ones((3, 4)))\n"
+        "print('jax' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
