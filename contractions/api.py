@@ -58,6 +58,24 @@ def normalise_supplements(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int
     return tuple(out)
 
 
+def _supplements_key(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """`normalise_supplements`, memoised for the hot path when every value is a plain int.
+
+    Only exact ints take the cache: ``True == 1`` and ``1.0 == 1`` hash alike, so other
+    types must be checked afresh each time.
+    """
+    items = tuple(len_groups.items())
+    for _, value in items:
+        if type(value) is not int:
+            return normalise_supplements(len_groups)
+    return _normalised_cached(items)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalised_cached(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    return normalise_supplements(dict(items))
+
+
 # ----------------------------------------------------------------------- backends
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _numpy_runner(subscripts: str, shapes: tuple[tuple[int, ...], ...],
@@ -109,7 +127,7 @@ def contract(subscripts: str, *operands: Any, precision: Any = None,
     >>> contract('WCo,WCa->Cao', zo, za, len_W=1).shape
     (2, 4, 5)
     """
-    supplements = normalise_supplements(len_groups) if len_groups else ()
+    supplements = _supplements_key(len_groups) if len_groups else ()
     if preferred_element_type is None:
         for op in operands:
             if type(op) is not _ndarray:

@@ -1,0 +1,49 @@
+"""Stages 3 and 4: expansion symbols and the validated plan."""
+
+import pytest
+
+from contractions import SizeMismatchError, expansion, make_plan
+
+
+def test_fresh_symbols_uppercase_first_letters_kept():
+    e = expansion("WCa,Caib,WCi->WCb", {"W": 2, "C": 1})
+    assert e.einsum == "ABCa,Caib,ABCi->ABCb"
+    assert e.group_labels == (("W", (0, 1)), ("C", (2,)))
+    assert dict(e.letter_labels) == {"a": 3, "i": 4, "b": 5}
+    assert e.owner(1) == ("W", 1) and e.owner(4) == ("i", 0)
+
+
+def test_empty_group_vanishes_and_output_order_follows_the_string():
+    assert expansion("Vo,VWo->WVo", {"V": 0, "W": 2}).einsum == "o,ABo->ABo"
+    assert expansion("Vo,VWo->WVo", {"V": 1, "W": 2}).einsum == "Ao,ABCo->BCAo"
+
+
+def test_past_26_group_axes_use_unused_lowercase_then_unicode():
+    e = expansion("Wa,Xa->WX", {"W": 30, "X": 30})
+    assert e.n_axes == 61
+    syms = e.symbols
+    assert syms[:26] == tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    assert syms.count("a") == 1 and syms[30] == "a"  # the string's own letter, never reused
+    assert all(len(s) == 1 for s in syms) and len(set(syms)) == 61
+    assert any(ord(s) > 127 for s in syms)
+
+
+def test_equal_calls_give_identical_cached_expansions():
+    assert expansion("Wa->W", {"W": 3}) is expansion("Wa->W", {"W": 3})
+
+
+def test_plan_extents_broadcast_and_group_shapes():
+    p = make_plan("Wa,Wa->Wa", ((4, 1, 3), (1, 5, 3)), ())
+    assert p.output_shape == (4, 5, 3)
+    assert p.group_shapes == {"W": (4, 5)}
+
+
+def test_plan_diagonal_extents_must_agree_within_an_operand():
+    with pytest.raises(SizeMismatchError, match="letter 'i' is repeated in operand 0"):
+        make_plan("Wii->W", ((2, 3, 4),), ())
+
+
+def test_plan_zero_extent_does_not_broadcast_against_nonzero():
+    with pytest.raises(SizeMismatchError, match="extent 3"):
+        make_plan("Wa,Wa->W", ((3, 2), (0, 2)), ())
+    assert make_plan("Wa,Wa->W", ((1, 2), (0, 2)), ()).output_shape == (0,)
