@@ -225,9 +225,13 @@ def explain(subscripts: str, *shapes_or_operands: Any, **len_groups: int) -> str
     parsed = parse(subscripts)
     info = identifiability(subscripts, [g for g, _ in supplements])
     lines = [f"subscripts      {subscripts!r}"]
-    lines.append("identifiability " + identifiability(subscripts).describe()
-                 + (f" (supplied: {', '.join('len_%s=%d' % gs for gs in supplements)})"
-                    if supplements else ""))
+    alone = identifiability(subscripts).describe()
+    if supplements:
+        given = ", ".join("len_%s=%d" % gs for gs in supplements)
+        state = "determined" if not info.needs_supplement else info.describe()
+        lines.append(f"identifiability {state} with {given} (the string alone: {alone})")
+    else:
+        lines.append(f"identifiability {alone}")
     runs = [r for r in info.runs if len(r) > 1]
     lines.append("co-travelling   " + ("; ".join("".join(r) + " (only the total matters)" for r in runs)
                                        if runs else "none"))

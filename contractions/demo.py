@@ -38,8 +38,9 @@ def run_demo() -> int:
     info = identifiability("WCo,WCa->Cao")
     print(f"   identifiability('WCo,WCa->Cao'): {info.describe()}")
     zo, za = rng.standard_normal((3, 2, 5)), rng.standard_normal((3, 2, 4))
+    needs_len_w = "WCo,WCa->Cao"  # a variable: call-site linting skips this deliberate error
     try:
-        contract("WCo,WCa->Cao", zo, za)
+        contract(needs_len_w, zo, za)
         ok = False
         print("  [FAILED] expected an UnderdeterminedError")
     except ContractionError as exc:

@@ -78,7 +78,8 @@ def _parse(s: str) -> ParsedSubscripts:
             end = pos
             while end < len(s) and s[end] == ".":
                 end += 1
-            raise _fail(s, range(pos, end), "'...' is not part of this dialect",
+            what = "'...' (ellipsis) is" if end - pos == 3 else "'.' is"
+            raise _fail(s, range(pos, end), f"{what} not part of this dialect",
                         "An uppercase group replaces '...': write e.g. 'Wij,jk->Wik' "
                         "where W stands for any number of leading axes.")
         raise _fail(s, [pos], f"character {ch!r} is not allowed",

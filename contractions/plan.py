@@ -47,12 +47,13 @@ class Plan:
                 for g, labels in self.expansion.group_labels}
 
 
-def check_operand_count(parsed: ParsedSubscripts, count: int) -> None:
+def check_operand_count(parsed: ParsedSubscripts, count: int, what: str = "operand") -> None:
+    """Raise `OperandCountError` unless ``count`` (operands, shapes or ndims) fits the terms."""
     if count != len(parsed.inputs):
         raise OperandCountError(
             f"{parsed.subscripts!r} has {len(parsed.inputs)} input term"
-            f"{'s' if len(parsed.inputs) != 1 else ''} but {count} operand"
-            f"{'s were' if count != 1 else ' was'} given; pass one operand per term, in order."
+            f"{'s' if len(parsed.inputs) != 1 else ''} but {count} {what}"
+            f"{'s were' if count != 1 else ' was'} given; pass one {what} per term, in order."
         )
 
 

@@ -15,13 +15,14 @@ gives the same expanded einsum.
 
 >>> identifiability('WCo,WCa->Cao').candidates
 ('W', 'C')
->>> solve_lengths('WCo,WCa->Cao', (3, 4), len_W=2)
+>>> solve_lengths('WCo,WCa->Cao', (3, 3), len_W=2)
 {'W': 2, 'C': 0}
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Sequence
@@ -303,11 +304,13 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     originals = [list(r) for r in rows]
     pivots = _eliminate(rows, n_groups)
 
-    def culprits(row: list[Fraction]) -> str:
-        involved = [j for j in range(n_eq) if row[n_groups + 1 + j] != 0]
+    def _equations(involved: list[int]) -> str:
         return "\n".join(
             f"  {labels[j]}:  {_equation_text(parsed, originals[j][:n_groups], originals[j][n_groups])}"
             for j in involved)
+
+    def culprits(row: list[Fraction]) -> str:
+        return _equations([j for j in range(n_eq) if row[n_groups + 1 + j] != 0])
 
     for row in rows[len(pivots):]:
         if row[n_groups] != 0:
@@ -339,16 +342,19 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         for m in open_members:
             values[m] = Fraction(0)
         values[open_members[0]] = total - fixed
+    run_of = {index[g]: [index[m] for m in run] for run in info.runs for g in run}
     for c, v in enumerate(values):
         if v < 0 or v.denominator != 1:
             g = parsed.groups[c]
             what = f"{v} (negative)" if v < 0 else f"{v} (not a whole number)"
-            involved = [j for j in range(n_eq) if originals[j][c] != 0]
-            eqs = "\n".join(
-                f"  {labels[j]}:  {_equation_text(parsed, originals[j][:n_groups], originals[j][n_groups])}"
-                for j in involved)
+            # The value came from the pivot rows of its run's members; their identity
+            # columns record every original equation that went into it.
+            source_rows = [rows[pivot_row[m]] for m in run_of[c] if m in pivot_row]
+            involved = [j for j in range(n_eq)
+                        if any(row[n_groups + 1 + j] != 0 for row in source_rows)]
             raise InconsistentError(
-                f"inconsistent operands for {s!r}: group {g!r} would have {what} axes from\n{eqs}\n"
+                f"inconsistent operands for {s!r}: group {g!r} would have {what} axes from\n"
+                f"{_equations(involved)}\n"
                 "Check the operand order (operands follow the input terms left to right), "
                 "each operand's ndim, and any len_* you passed."
             )
@@ -382,12 +388,11 @@ def solve_lengths(subscripts: str, ndims: Sequence[int], **len_groups: int) -> d
     """
     from .api import normalise_supplements  # local: api imports this module
 
+    from .plan import check_operand_count
+
     parsed = parse(subscripts)
-    ndims = tuple(int(n) for n in ndims)
-    if len(ndims) != len(parsed.inputs):
-        from .errors import OperandCountError
-        raise OperandCountError(
-            f"{subscripts!r} has {len(parsed.inputs)} input terms but {len(ndims)} ndims were given")
+    ndims = tuple(operator.index(n) for n in ndims)
+    check_operand_count(parsed, len(ndims), what="ndim")
     lengths = solve(parsed, ndims, normalise_supplements(len_groups))
     return dict(zip(parsed.groups, lengths))
 

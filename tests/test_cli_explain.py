@@ -21,7 +21,7 @@ def test_explain_reports_groups_expansion_path_and_flops(capsys):
 def test_explain_with_supplement_and_co_travel(capsys):
     assert main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4", "--len", "W=1"]) == 0
     out = capsys.readouterr().out
-    assert "needs one of len_W, len_C (supplied: len_W=1)" in out
+    assert "determined with len_W=1 (the string alone: needs one of len_W, len_C)" in out
     assert main(["explain", "WKCi,Cio->WKCo", "2x3x4x5", "4x5x6"]) == 0
     assert "WK (only the total matters)" in capsys.readouterr().out
 

@@ -220,3 +220,18 @@ def test_importing_and_numpy_contract_do_not_import_jax_or_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_more_axes_than_einsum_letters():
+    """60 distinct axes: no 52-letter ceiling.  Reference: flatten each group (allowed in a
+    test) and run a three-letter einsum."""
+    r = np.random.default_rng(5)
+    w_shape = (2,) + (1,) * 19 + (2,)       # 21 axes
+    x_shape = (3,) + (1,) * 18 + (2,)       # 20 axes
+    y_shape = (1,) * 18 + (2,)              # 19 axes
+    a = r.standard_normal(w_shape + x_shape)
+    b = r.standard_normal(x_shape + y_shape)
+    got = contract("WX,XY->WY", a, b, len_W=21)
+    want = np.einsum("wx,xy->wy", a.reshape(4, 6), b.reshape(6, 2)).reshape(w_shape + y_shape)
+    assert got.shape == w_shape + y_shape
+    np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -1,0 +1,20 @@
+"""Worked consumer code for `contractions.contract`: the corpus the evidence harness scans.
+
+Each module is numerical code written the way a user of the library writes it, by topic:
+
+- ``tensor_train``  stacked tensor trains: dense/probe/entry evaluation, MPO application,
+  Gram matrices, tangent stacks and adjoint lifts;
+- ``tucker``        Tucker tensors with stacked cores, probes, tangents and HOSVD;
+- ``attention``     attention with a batch group ``B`` and head group ``H`` of any number of axes;
+- ``forms``         batched bilinear and quadratic forms, traces, weighted covariances;
+- ``transfer``      MPS/MPO transfer-matrix contractions and environments;
+- ``jvp``           stacked Jacobian-vector and vector-Jacobian products.
+
+Stacking letters follow the house convention: ``W`` is the probe/sample stack, ``K`` the tangent
+stack, ``C`` the core/frame stack, in that order (frame-inner), each a group of zero or more axes.
+All functions take numpy arrays or JAX arrays.
+"""
+
+from examples import attention, forms, jvp, tensor_train, transfer, tucker
+
+__all__ = ["attention", "forms", "jvp", "tensor_train", "transfer", "tucker"]
