@@ -1,0 +1,203 @@
+"""The AST scanners: vocabulary literals and contract(...) call sites, found without importing."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from contractions.testing.scan import (
+    ScanError,
+    is_grouped_subscripts,
+    iter_python_files,
+    normalize_subscripts,
+    scan_call_sites,
+    scan_vocabulary,
+)
+
+
+def write(root: Path, name: str, source: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source).lstrip("\n"))
+    return path
+
+
+# --- vocabulary ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["WCa,Caib,WCi->WCb", "WCo,WCa->Cao", " W a , a b -> W b ", "Wii->W", "P,PQ,Q->", "WC,WC->W"],
+)
+def test_grouped_strings_are_recognised(text: str) -> None:
+    assert is_grouped_subscripts(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ij,jk->ik",  # no uppercase group: plain einsum
+        "WCa,Caib",  # no arrow
+        "...a,ab->...b",  # '.' is not in the dialect
+        "W1a->W",  # digits are not in the dialect
+        "see W->C above.",  # prose
+        "->C",  # a fragment appended to a dynamically built string: no input term
+        "",
+    ],
+)
+def test_other_strings_are_not(text: str) -> None:
+    assert not is_grouped_subscripts(text)
+
+
+def test_normalize_removes_all_whitespace() -> None:
+    assert normalize_subscripts(" WCa ,\tCaib ->\nWCb ") == "WCa,Caib->WCb"
+
+
+def test_vocabulary_lists_literals_with_file_and_line(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "pkg/ops.py",
+        '''
+        """Module docstring mentioning 'WCa,Caib->WCb' in prose is not vocabulary."""
+        SPEC = "WCo,WCa->Cao"
+
+        def f(x, name):
+            plain = "ij,jk->ik"
+            built = f"{name}Wa->Wa"          # f-string fragments are skipped
+            odd = "Wa->Wa"  # contractions: ignore
+            return "KCa, Cab -> KCb"
+        ''',
+    )
+    found = scan_vocabulary([tmp_path])
+    assert [(e.subscripts, Path(e.path).name, e.line) for e in found] == [
+        ("WCo,WCa->Cao", "ops.py", 2),
+        ("KCa, Cab -> KCb", "ops.py", 8),
+    ]
+    assert found[1].key == "KCa,Cab->KCb"
+
+
+def test_scanning_never_imports_the_code(tmp_path: Path) -> None:
+    write(tmp_path, "boom.py", 'raise SystemExit("imported!")\nS = "Wa,ab->Wb"\n')
+    assert [e.subscripts for e in scan_vocabulary([tmp_path])] == ["Wa,ab->Wb"]
+
+
+def test_hidden_and_cache_directories_are_skipped(tmp_path: Path) -> None:
+    write(tmp_path, "a.py", 'S = "Wa->Wa"\n')
+    write(tmp_path, ".venv/b.py", 'S = "Wb->Wb"\n')
+    write(tmp_path, "__pycache__/c.py", 'S = "Wc->Wc"\n')
+    assert [p.name for p in iter_python_files([tmp_path])] == ["a.py"]
+
+
+def test_missing_path_and_syntax_errors_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(ScanError, match="no such file"):
+        scan_vocabulary([tmp_path / "nope"])
+    bad = write(tmp_path, "bad.py", "def f(:\n")
+    with pytest.raises(ScanError, match=r"bad\.py:1: not valid Python"):
+        scan_call_sites([bad])
+
+
+# --- call sites ------------------------------------------------------------------------------
+
+
+def test_call_sites_through_every_import_form(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "forms.py",
+        """
+        import contractions
+        import contractions as ct
+        from contractions import contract
+        from contractions import contract as c
+        from contractions.api import contract as api_contract
+
+        contract("Wa,ab->Wb", x, m)
+        c("WCo,WCa->Cao", a, b, len_W=2)
+        ct.contract("Wa->Wa", x)
+        contractions.contract("Wa->Wa", x)
+        api_contract("Wa->Wa", x)
+        contractions.api.contract("Wa->Wa", x)
+        """,
+    )
+    sites = scan_call_sites([tmp_path])
+    assert [(s.line, s.callee) for s in sites] == [
+        (7, "contract"),
+        (8, "c"),
+        (9, "ct.contract"),
+        (10, "contractions.contract"),
+        (11, "api_contract"),
+        (12, "contractions.api.contract"),
+    ]
+    assert sites[1].subscripts == "WCo,WCa->Cao"
+    assert sites[1].len_keywords == (("len_W", 2),)
+    assert sites[1].n_operands == 2
+
+
+def test_unrelated_contract_functions_are_not_call_sites(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "other.py",
+        """
+        from mylib import contract
+        import numpy as contractions_like
+
+        def local():
+            def contract(*a): ...
+            return contract("Wa->Wa", 1)
+
+        contract("Wa,ab->Wb", x, m)
+        contractions_like.contract("Wa->Wa", x)
+        """,
+    )
+    assert scan_call_sites([tmp_path]) == ()
+
+
+def test_dynamic_strings_keywords_and_splats(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "calls.py",
+        """
+        from contractions import contract as c
+
+        c(spec, x)
+        c("WCo,WCa->Cao", a, b, len_W=n, len_C=1)
+        c("Wa->Wa", x, len_W=-1, precision="highest")
+        c("Wa,ab->Wb", *ops, **supplements)
+        c(subscripts="Wa->Wa")
+        c("Wa->Wa",
+          x)  # contractions: ignore
+        """,
+    )
+    dynamic, keyed, negative, splat, by_keyword = scan_call_sites([tmp_path])
+    assert dynamic.is_dynamic and dynamic.subscripts is None
+    assert dynamic.as_dict()["subscripts"] == "dynamic"
+    assert keyed.supplements == {"len_W": None, "len_C": 1}  # None: not an int literal
+    assert not keyed.splats_kwargs
+    assert negative.len_keywords == (("len_W", -1),)
+    assert negative.other_keywords == ("precision",)
+    assert splat.splats_kwargs and splat.n_operands is None
+    assert by_keyword.subscripts == "Wa->Wa" and by_keyword.n_operands == 0
+
+
+def test_relative_imports_inside_a_contractions_package(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "contractions/demo.py",
+        """
+        from .api import contract
+        from . import api
+
+        contract("Wa->Wa", x)
+        api.contract("Wb->Wb", y)
+        """,
+    )
+    assert [s.subscripts for s in scan_call_sites([tmp_path])] == ["Wa->Wa", "Wb->Wb"]
+
+
+def test_call_sites_are_frozen_records(tmp_path: Path) -> None:
+    write(tmp_path, "m.py", "from contractions import contract\ncontract('Wa->Wa', x)\n")
+    (site,) = scan_call_sites([tmp_path])
+    with pytest.raises(AttributeError):
+        site.line = 3  # type: ignore[misc]
+    assert site.location.endswith("m.py:2")
