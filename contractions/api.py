@@ -80,11 +80,9 @@ def _normalised_cached(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, i
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _numpy_runner(subscripts: str, shapes: tuple[tuple[int, ...], ...],
                   supplements: tuple[tuple[str, int], ...]) -> Callable[..., Any]:
+    from .backends.numpy_backend import build_program
+
     exp = make_plan(subscripts, shapes, supplements).expansion
-    try:  # TEMPORARY until numpy_backend lands
-        from .backends.numpy_backend import build_program
-    except ImportError:
-        return functools.partial(np.einsum, exp.einsum)
     return build_program(exp.inputs, exp.output, shapes)
 
 
@@ -158,15 +156,26 @@ def _contract_general(subscripts: str, operands: Sequence[Any],
         shapes = tuple(a.shape for a in arrays)
         return _numpy_runner(subscripts, shapes, supplements)(*arrays)
     shapes = tuple(tuple(op.shape) if hasattr(op, "shape") else np.shape(op) for op in operands)
-    plan = make_plan(subscripts, shapes, supplements)
+    expansion = make_plan(subscripts, shapes, supplements).expansion
+    run = _BACKEND_RUNNERS.get(framework) or _load_backend(framework)
     if framework == "jax":
-        from .backends.jax_backend import contract_jax
+        return run(expansion, operands, precision=precision,
+                   preferred_element_type=preferred_element_type)
+    return run(expansion, operands, preferred_element_type=preferred_element_type)
 
-        return contract_jax(plan.expansion, operands, precision=precision,
-                            preferred_element_type=preferred_element_type)
-    from .backends.torch_backend import contract_torch
 
-    return contract_torch(plan.expansion, operands, preferred_element_type=preferred_element_type)
+# Backend entry points, imported on first use (an ``import`` statement inside the hot
+# function would cost a module-lock round trip on every call).
+_BACKEND_RUNNERS: dict[str, Callable[..., Any]] = {}
+
+
+def _load_backend(framework: str) -> Callable[..., Any]:
+    if framework == "jax":
+        from .backends.jax_backend import contract_jax as run
+    else:
+        from .backends.torch_backend import contract_torch as run
+    _BACKEND_RUNNERS[framework] = run
+    return run
 
 
 # ------------------------------------------------------------------ introspection
