@@ -170,10 +170,11 @@ _BACKEND_RUNNERS: dict[str, Callable[..., Any]] = {}
 
 
 def _load_backend(framework: str) -> Callable[..., Any]:
+    run: Callable[..., Any]
     if framework == "jax":
         from .backends.jax_backend import contract_jax as run
     else:
-        from .backends.torch_backend import contract_torch as run
+        from .backends.torch_backend import contract_torch as run  # type: ignore[no-redef]
     _BACKEND_RUNNERS[framework] = run
     return run
 

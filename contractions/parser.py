@@ -150,8 +150,8 @@ def _parse(s: str) -> ParsedSubscripts:
     inputs = tuple("".join(ch for _, ch in term) for term in input_terms)
     output = "".join(ch for _, ch in output_term)
     groups: list[str] = []
-    for term in inputs + (output,):
-        for ch in term:
+    for text in inputs + (output,):
+        for ch in text:
             if is_group(ch) and ch not in groups:
                 groups.append(ch)
     return ParsedSubscripts(subscripts=s, inputs=inputs, output=output, groups=tuple(groups))
