@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import operator
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -237,7 +238,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, **len_groups: int) -> str
     lines = [f"subscripts      {subscripts!r}"]
     alone = identifiability(subscripts).describe()
     if supplements:
-        given = ", ".join("len_%s=%d" % gs for gs in supplements)
+        given = ", ".join(f"len_{g}={n}" for g, n in supplements)
         state = "determined" if not info.needs_supplement else info.describe()
         lines.append(f"identifiability {state} with {given} (the string alone: {alone})")
     else:

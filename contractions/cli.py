@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import ContractionError
 
 
-def _shape(text: str) -> "tuple[int, ...] | int":
+def _shape(text: str) -> tuple[int, ...] | int:
     """'4x2x3' -> (4, 2, 3); '()' or 'scalar' -> (); a bare 'n' with a leading '#' -> ndim n."""
     text = text.strip()
     if text in ("()", "scalar", "x"):

@@ -51,7 +51,7 @@ class SupplementError(ContractionError, TypeError):
     """
 
 
-def caret_line(subscripts: str, positions: "list[int] | tuple[int, ...] | range") -> str:
+def caret_line(subscripts: str, positions: list[int] | tuple[int, ...] | range) -> str:
     """Return ``subscripts`` with a line of carets under ``positions``.
 
     >>> print(caret_line('Wa...->W', range(2, 5)))

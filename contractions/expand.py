@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import opt_einsum
 
@@ -104,8 +104,8 @@ def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...]) -> Expansion:
 
     inputs = tuple(labels_of(term) for term in parsed.inputs)
     output = labels_of(parsed.output)
-    einsum = ",".join("".join(symbols[l] for l in term) for term in inputs)
-    einsum += "->" + "".join(symbols[l] for l in output)
+    einsum = ",".join("".join(symbols[label] for label in term) for term in inputs)
+    einsum += "->" + "".join(symbols[label] for label in output)
     return Expansion(
         subscripts=parsed.subscripts,
         lengths=tuple(zip(parsed.groups, lengths)),

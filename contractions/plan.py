@@ -43,7 +43,7 @@ class Plan:
     @property
     def group_shapes(self) -> dict[str, tuple[int, ...]]:
         """Each group's extents, e.g. ``{'W': (4,), 'C': (2, 3)}``."""
-        return {g: tuple(self.extents[l] for l in labels)
+        return {g: tuple(self.extents[label] for label in labels)
                 for g, labels in self.expansion.group_labels}
 
 
@@ -112,5 +112,5 @@ def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
         expansion=exp,
         shapes=shapes,
         extents=extents,
-        output_shape=tuple(extents[l] for l in exp.output),
+        output_shape=tuple(extents[label] for label in exp.output),
     )

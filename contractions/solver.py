@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Sequence
 
 from .errors import InconsistentError, SupplementError, UnderdeterminedError
 from .parser import ParsedSubscripts, is_group, parse
@@ -387,7 +387,6 @@ def solve_lengths(subscripts: str, ndims: Sequence[int], **len_groups: int) -> d
     {'W': 3, 'K': 0, 'C': 1}
     """
     from .api import normalise_supplements  # local: api imports this module
-
     from .plan import check_operand_count
 
     parsed = parse(subscripts)
