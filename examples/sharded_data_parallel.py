@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-from collections import Counter
+
+from contractions.testing.sharding import FORBIDDEN_OPCODES, count_hlo_opcodes
 
 SUBSCRIPTS = "WCa,Caib,WCi->WCb"
 # Every group sub-axis is a multiple of 8, so it splits evenly over 1, 2, 4 or 8 devices.
@@ -39,39 +39,7 @@ GROUP_SHAPES = {"W": (8, 16), "C": (8, 8)}
 A, I, B = 3, 5, 6
 
 COLLECTIVES = ("all-gather", "all-to-all", "collective-permute", "all-reduce", "reduce-scatter")
-FORBIDDEN = ("all-gather", "all-to-all", "collective-permute")
-
-
-def hlo_opcode_counts(hlo_text: str) -> Counter:
-    """Count instruction opcodes in HLO text (every computation, fusions included).
-
-    Opcodes are read from ``%name = <shape> <opcode>(...)``; async pairs are folded onto their
-    base opcode (``all-gather-start`` counts as ``all-gather``, ``-done`` is not counted).
-    Counting opcodes, not substrings, keeps names and metadata from producing false hits.
-    """
-    counts: Counter = Counter()
-    for line in hlo_text.splitlines():
-        m = re.match(r"\s*(?:ROOT\s+)?%[\w.\-]+\s*=\s*(.*)", line)
-        if not m:
-            continue
-        rhs = m.group(1)
-        if rhs.startswith("("):  # a tuple shape: skip past its closing parenthesis
-            depth = 0
-            for k, ch in enumerate(rhs):
-                depth += {"(": 1, ")": -1}.get(ch, 0)
-                if depth == 0:
-                    rhs = rhs[k + 1:]
-                    break
-        else:
-            rhs = rhs.split(None, 1)[1] if " " in rhs else ""
-        op = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rhs)
-        if not op:
-            continue
-        opcode = op.group(1)
-        if opcode.endswith("-done"):
-            continue
-        counts[opcode.removesuffix("-start")] += 1
-    return counts
+FORBIDDEN = FORBIDDEN_OPCODES  # gathers and permutes; reductions would be legitimate
 
 
 def make_operands(seed: int = 0):
@@ -124,7 +92,7 @@ def run(group: str, sub_axis: int, operands) -> dict:
     sharded_ops = [jax.device_put(op, s) for op, s in zip(operands, shardings)]
 
     compiled = jax.jit(program, in_shardings=shardings).lower(*sharded_ops).compile()
-    counts = hlo_opcode_counts(compiled.as_text())
+    counts = count_hlo_opcodes(compiled.as_text())
     out = compiled(*sharded_ops)
 
     reference = jax.jit(program)(*(jax.device_put(op, jax.devices()[0]) for op in operands))

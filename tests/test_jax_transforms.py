@@ -7,7 +7,6 @@ transpose)."""
 from __future__ import annotations
 
 import collections
-import re
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import jax.numpy as jnp
 from jax.test_util import check_grads
 
 from contractions import contract
+from contractions.testing.sharding import count_hlo_opcodes
 
 rng = np.random.default_rng(7)
 
@@ -159,25 +159,7 @@ def primitive_counts(fn, *args) -> collections.Counter:
 
 def compiled_opcode_counts(fn, *args) -> collections.Counter:
     """Opcodes of every instruction (all computations, fusions included) in the compiled HLO."""
-    counts: collections.Counter = collections.Counter()
-    for line in jax.jit(fn).lower(*args).compile().as_text().splitlines():
-        m = re.match(r"\s*(?:ROOT\s+)?%[\w.\-]+\s*=\s*(.*)", line)
-        if not m:
-            continue
-        rhs = m.group(1)
-        if rhs.startswith("("):  # a tuple shape: skip to its closing parenthesis
-            depth = 0
-            for i, ch in enumerate(rhs):
-                depth += {"(": 1, ")": -1}.get(ch, 0)
-                if depth == 0:
-                    rhs = rhs[i + 1:]
-                    break
-        else:
-            rhs = rhs.split(None, 1)[1] if " " in rhs else ""
-        op = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rhs)
-        if op:
-            counts[op.group(1)] += 1
-    return counts
+    return count_hlo_opcodes(jax.jit(fn).lower(*args).compile().as_text())
 
 
 # (per-example subscripts, in_axes, out_axes, operand shapes (mapped V=5 included),
