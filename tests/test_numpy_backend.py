@@ -39,7 +39,11 @@ def letters_of(inputs, output) -> str:
     names = {}
     for label in [lab for term in inputs for lab in term]:
         names.setdefault(label, LETTERS[len(names)])
-    return ",".join("".join(names[lab] for lab in t) for t in inputs) + "->" + "".join(names[lab] for lab in output)
+    return (
+        ",".join("".join(names[lab] for lab in t) for t in inputs)
+        + "->"
+        + "".join(names[lab] for lab in output)
+    )
 
 
 def loop_reference(inputs, output, arrays):
@@ -256,8 +260,10 @@ def test_sixty_labels_with_shared_batch_and_traces_match_einsum_chain():
 def test_sixty_labels_against_loop_definition():
     # Mostly size-1 labels keep the brute-force loop small while 60 distinct labels flow through.
     inputs = (tuple(range(0, 25)), tuple(range(20, 45)), tuple(range(40, 60)) + (0,))
+
     def extent(label):
         return {0: 2, 22: 3, 41: 2, 50: 2}.get(label, 1)
+
     shapes = tuple(tuple(extent(lab) for lab in term) for term in inputs)
     output = (50, 0)
     arrays = random_arrays(shapes, seed=5)
@@ -281,7 +287,9 @@ DTYPE_PAIRS = [
 ]
 
 
-@pytest.mark.parametrize(("left", "right"), DTYPE_PAIRS, ids=[f"{a.__name__}-{b.__name__}" for a, b in DTYPE_PAIRS])
+@pytest.mark.parametrize(
+    ("left", "right"), DTYPE_PAIRS, ids=[f"{a.__name__}-{b.__name__}" for a, b in DTYPE_PAIRS]
+)
 @pytest.mark.parametrize(
     ("subscripts", "shapes"),
     [
@@ -319,7 +327,14 @@ def test_scalar_output_is_a_zero_dim_array():
 # ------------------------------------------------------------------------------- memory safety
 @pytest.mark.parametrize(
     ("subscripts", "shape"),
-    [("ij->ji", (3, 4)), ("ij->ij", (3, 4)), ("ii->i", (3, 3)), ("ij->i", (3, 1)), ("i->i", (1,)), ("->", ())],
+    [
+        ("ij->ji", (3, 4)),
+        ("ij->ij", (3, 4)),
+        ("ii->i", (3, 3)),
+        ("ij->i", (3, 1)),
+        ("i->i", (1,)),
+        ("->", ()),
+    ],
 )
 def test_result_never_aliases_the_input(subscripts, shape):
     inputs, output = parse_letters(subscripts)

@@ -37,9 +37,16 @@ from opt_einsum import paths as _opt_paths
 try:  # numpy >= 2
     from numpy._core.multiarray import c_einsum as _c_einsum
 except ImportError:  # pragma: no cover - numpy 1.x
-    from numpy.core.multiarray import c_einsum as _c_einsum
+    from numpy.core.multiarray import c_einsum as _c_einsum  # type: ignore[no-redef]
 
-__all__ = ["DIRECT_MAX_NAIVE_COST", "NumpyProgram", "build_program", "build_program_with"]
+__all__ = [
+    "DIRECT_FEW_LABELS",
+    "DIRECT_MAX_NAIVE_COST",
+    "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
+    "NumpyProgram",
+    "build_program",
+    "build_program_with",
+]
 
 Labels = tuple[int, ...]
 Shape = tuple[int, ...]
@@ -48,12 +55,16 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 # The direct path runs numpy's einsum as ONE nested loop over every distinct label, so its cost is
 # ~ (product of all label extents) x a few ns plus a per-call setup that grows with the number of
-# axes; the pairwise path pays ~1-2 us of Python per step but only the pairwise flops.  Chosen by
-# measurement (bench/direct_threshold.py, docstring has the numbers): on every multi-operand
+# labels; the pairwise path pays ~1-2 us of Python per step but only the pairwise flops.  Chosen by
+# measurement (bench/direct_threshold.py; its docstring has the numbers): on every multi-operand
 # string of the repo's vocabulary, extents grown from 2 until the single call clearly loses, both
-# strategies timed at each point; "direct iff naive count <= T" cost 1.058x the per-point best in
-# total at T=1024, vs 1.075x at 256 and 1.218x at 8192.  Re-run that script on other hardware.
-DIRECT_MAX_NAIVE_COST = 1024
+# strategies timed at each of ~1350 points.  "direct iff naive count <= T" costs, in total over
+# all points, 1.062x the per-point best at T=1024 (1.070x at 512, 1.086x at 2048); letting T
+# depend on the number of labels -- 4096 up to 7 labels, 512 beyond (einsum's setup is ~1.2 us at
+# 6 labels, ~2.5-5 us at 8-9) -- brings it to 1.051x and the tiny-size points from 1.075x to 1.047x.
+DIRECT_MAX_NAIVE_COST = 4096
+DIRECT_MAX_NAIVE_COST_MANY_LABELS = 512
+DIRECT_FEW_LABELS = 7
 
 # A vector-like step (one side has no free axis) whose per-batch matrix is at most this many
 # multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
@@ -133,6 +144,19 @@ def _permutation(current: Sequence[int], wanted: Sequence[int]) -> tuple[int, ..
 # per-operand preparation: drop size-1 axes, take diagonals, sum private axes
 
 
+def _reshaper(shape: Shape) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda x: x.reshape(shape)
+
+
+def _diagonal_taker(first: int, second: int) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda x: x.diagonal(0, first, second)
+
+
+def _summer(axes: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray]:
+    # dtype=x.dtype keeps ints/bools as einsum does (add.reduce would widen small ints).
+    return lambda x: np.add.reduce(x, axes, x.dtype)
+
+
 def _prepare_operand(
     labels: Labels, shape: Shape, needed_elsewhere: set[int]
 ) -> tuple[tuple[Callable[[np.ndarray], np.ndarray], ...], Labels, bool, list[str]]:
@@ -151,7 +175,7 @@ def _prepare_operand(
     current = [labels[axis] for axis in kept_axes]
     if len(kept_axes) != len(shape):
         new_shape = tuple(shape[axis] for axis in kept_axes)
-        ops.append(lambda x, _s=new_shape: x.reshape(_s))
+        ops.append(_reshaper(new_shape))
         notes.append(f"drop size-1 axes -> {new_shape}")
 
     # Diagonals: a repeated label collapses to one axis (np.diagonal appends it last).
@@ -159,15 +183,14 @@ def _prepare_operand(
         label = next(lab for lab in current if current.count(lab) > 1)
         first = current.index(label)
         second = current.index(label, first + 1)
-        ops.append(lambda x, _a=first, _b=second: x.diagonal(0, _a, _b))
+        ops.append(_diagonal_taker(first, second))
         current = [lab for k, lab in enumerate(current) if k not in (first, second)] + [label]
         notes.append(f"diagonal over label {label}")
 
     # Axes nobody else needs are summed now, before they inflate a pairwise step.
     private = tuple(axis for axis, lab in enumerate(current) if lab not in needed_elsewhere)
     if private:
-        # dtype=x.dtype keeps ints/bools as einsum does (add.reduce would widen small ints).
-        ops.append(lambda x, _axes=private: np.add.reduce(x, _axes, x.dtype))
+        ops.append(_summer(private))
         notes.append(f"sum private labels {[current[a] for a in private]}")
         current = [lab for axis, lab in enumerate(current) if axis not in private]
         fresh = True
@@ -193,7 +216,7 @@ def _reduce_op(labels: Labels, drop: set[int]):
     if not axes:
         return None, labels
     remaining = tuple(label for label in labels if label not in drop)
-    return (lambda x: np.add.reduce(x, axes, x.dtype)), remaining
+    return _summer(axes), remaining
 
 
 def _preferred_result_order(
@@ -210,25 +233,99 @@ def _preferred_result_order(
 
 
 @dataclass(frozen=True)
+class _Factor:
+    """How one operand is presented to ``np.matmul`` as a stack of matrices.
+
+    The stack's leading axes are the step's batch labels, then ``spread`` (this operand's free
+    labels that are looped over like batch axes, size 1 in the other factor: matmul broadcasts),
+    then the matrix (``free`` x contract for the left factor, contract x ``free`` for the right).
+    ``copy``: gather into that order in C layout first.  Otherwise a strided view: batch and spread
+    axes may sit anywhere at any stride; the ``free`` group and the contract group must each be a
+    contiguous run of axes, one of them ending at the last axis so each matrix is BLAS-able;
+    ``transposed`` when the matrix is stored column-major (a BLAS transpose flag, no copy).
+    """
+
+    free: Labels
+    spread: Labels
+    copy: bool
+    transposed: bool
+
+
+@dataclass(frozen=True)
 class _MatmulLayout:
     cost: float
     swap: bool  # True: the Y operand is the left matmul factor
     batch: Labels
     contract: Labels
-    left_free: Labels
-    right_free: Labels
-    left_transposed: bool  # left factor is stored (batch, contract, free): use a swapaxes view
-    right_transposed: bool  # right factor is stored (batch, free, contract)
-    left_copy: bool
-    right_copy: bool
+    left: _Factor
+    right: _Factor
 
 
-# Cost (in element copies) charged for feeding a batched matmul its right factor as a transposed
-# (swapaxes) view, per element of the result: numpy then loses its fast path (measured, b x m x k
-# @ b x k x n with the right factor transposed: (1296,64,6,6) 695 vs 305 us plain, (256,64,16,16)
-# 332 vs 182 us).  A transposed left factor, and either one in an unbatched (2-D) product, go to
-# BLAS as a transpose flag and cost nothing.
-_BATCHED_RIGHT_TRANSPOSE_COST = 0.75
+def _is_run(labels: Labels, group: Labels, at_end: bool) -> bool:
+    """Do ``group``'s labels sit consecutively, in this order, in ``labels`` (ending it)?"""
+    if not group:
+        return True
+    if group[0] not in labels:
+        return False
+    start = labels.index(group[0])
+    if labels[start : start + len(group)] != group:
+        return False
+    return start + len(group) == len(labels) or not at_end
+
+
+def _free_runs(labels: Labels, free: set[int]) -> list[Labels]:
+    """Maximal runs of consecutive free labels (each a candidate matrix dimension)."""
+    runs: list[Labels] = []
+    current: list[int] = []
+    for label in labels:
+        if label in free:
+            current.append(label)
+        elif current:
+            runs.append(tuple(current))
+            current = []
+    if current:
+        runs.append(tuple(current))
+    return runs
+
+
+def _presentations(
+    labels: Labels, free: Labels, contract: Labels, is_left: bool, size: int
+) -> list[tuple[float, _Factor]]:
+    """Ways to present one operand as a matmul factor, each with its copy cost (elements)."""
+    options = [(float(size), _Factor(free=free, spread=(), copy=True, transposed=False))]
+    free_set = set(free)
+    for run in [*_free_runs(labels, free_set), ()]:
+        spread = tuple(label for label in free if label not in run)
+        # left factor: rows=run, cols=contract; right factor: rows=contract, cols=run
+        outer, inner = (run, contract) if is_left else (contract, run)
+        if inner and _is_run(labels, inner, at_end=True) and _is_run(labels, outer, at_end=False):
+            options.append((0.0, _Factor(free=run, spread=spread, copy=False, transposed=False)))
+        if outer and _is_run(labels, outer, at_end=True) and _is_run(labels, inner, at_end=False):
+            options.append((0.0, _Factor(free=run, spread=spread, copy=False, transposed=True)))
+    return options
+
+
+# Time model for choosing a matmul layout, in nanoseconds, fitted on the development machine
+# (2-core x86, OpenBLAS; 693 timed stacks of (m x k) @ (k x n) products with m, k, n in 2..64 and
+# up to 4096 products per stack; median error 9%, 90% of points within -24%/+18%):
+#   matmul of `calls` stacked products ~ calls * (18 + 0.0166 m k n + 0.275 (m k + k n + m n))
+#       (small products run at 13 GFLOP/s for 9^3, 41 for 24^3: far below the 2-thread peak)
+#   gathering an operand into a new layout ~ 1.5 per element (0.6 for the strided copy, the rest
+#       for first-touching the freshly allocated pages: ~1 us per 4 KiB page fault on that VM)
+#   a transposed right factor in a batched product: ~0.75 per result element more (OpenBLAS is
+#       slower on it: (1296,64,6,6) 695 vs 305 us plain, (256,64,16,16) 332 vs 182 us); a
+#       transposed left factor, or either one in a single 2-D product, costs nothing extra.
+_NS_PER_MATMUL_CALL = 18.0
+_NS_PER_MAC = 0.0166
+_NS_PER_MATRIX_ELEMENT = 0.275
+_NS_PER_COPIED_ELEMENT = 1.5
+_NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = 0.75
+
+
+def _matmul_ns(calls: int, m: int, k: int, n: int) -> float:
+    return calls * (
+        _NS_PER_MATMUL_CALL + _NS_PER_MAC * m * k * n + _NS_PER_MATRIX_ELEMENT * (m * k + k * n + m * n)
+    )
 
 
 def _best_matmul_layout(
@@ -239,91 +336,79 @@ def _best_matmul_layout(
     extents: dict[int, int],
     final_order: Labels | None,
 ) -> _MatmulLayout:
-    """Choose operand roles, group orders and per-operand layouts for the cheapest matmul.
+    """Choose operand roles, group orders and per-operand presentations for the fastest matmul.
 
-    Each factor is used as stored when its (C-ordered) labels already read (batch, rows, cols),
-    as a transposed view when they read (batch, cols, rows), or else copied into place.  Costs
-    are in elements moved: a copy costs the operand's size, a transposed right factor of a
-    batched product ``_BATCHED_RIGHT_TRANSPOSE_COST`` per result element.  Ties prefer a result
-    already in output order, then more rows than columns (OpenBLAS is faster that way round for
-    thin inner dimensions: (576x24)@(24x832) 330 us vs 246 us for the transposed product).
+    Every combination is priced with the time model above (copies, the stacked products, the
+    transposed-right penalty).  Ties prefer a result already in output order, then more rows
+    than columns (OpenBLAS is faster that way round for thin inner dimensions: (576x24)@(24x832)
+    330 us vs 246 us for the transposed product).
     """
     best: _MatmulLayout | None = None
     size_x, size_y = _size(lx, extents), _size(ly, extents)
-    batched = bool(batch)
+    nb = _size(tuple(batch), extents)
     for swap in (False, True):
         lp, lq, size_p, size_q = (ly, lx, size_y, size_x) if swap else (lx, ly, size_x, size_y)
         free_p = tuple(label for label in lp if label not in batch and label not in contract)
         free_q = tuple(label for label in lq if label not in batch and label not in contract)
-        rows, cols = _size(free_p, extents), _size(free_q, extents)
-        result_size = _size(batch, extents) * rows * cols
+        nk = _size(tuple(contract), extents)
         for batch_source in (lp, lq):
             b = tuple(label for label in batch_source if label in batch)
             for contract_source in (lp, lq):
                 c = tuple(label for label in contract_source if label in contract)
-                # (cost, transposed, copied) per factor
-                p_options = [(float(size_p), False, True)]
-                if lp == b + free_p + c:
-                    p_options.append((0.0, False, False))
-                elif lp == b + c + free_p:
-                    p_options.append((0.0, True, False))
-                q_options = [(float(size_q), False, True)]
-                if lq == b + c + free_q:
-                    q_options.append((0.0, False, False))
-                elif lq == b + free_q + c:
-                    q_cost = _BATCHED_RIGHT_TRANSPOSE_COST * result_size if batched else 0.0
-                    q_options.append((q_cost, True, False))
-                p_cost, p_trans, p_copy = min(p_options)
-                q_cost, q_trans, q_copy = min(q_options)
-                cost = p_cost + q_cost
-                if final_order is not None and b + free_p + free_q != final_order:
-                    cost += 1e-3 * result_size  # tie-break: a strided result view is fine
-                if rows < cols:
-                    cost += 1e-6 * result_size  # tie-break: orientation
-                if best is None or cost < best.cost:
-                    best = _MatmulLayout(
-                        cost=cost,
-                        swap=swap,
-                        batch=b,
-                        contract=c,
-                        left_free=free_p,
-                        right_free=free_q,
-                        left_transposed=p_trans,
-                        right_transposed=q_trans,
-                        left_copy=p_copy,
-                        right_copy=q_copy,
-                    )
+                for p_copied, p in _presentations(lp, free_p, c, True, size_p):
+                    for q_copied, q in _presentations(lq, free_q, c, False, size_q):
+                        calls = nb * _size(p.spread, extents) * _size(q.spread, extents)
+                        rows, cols = _size(p.free, extents), _size(q.free, extents)
+                        cost = _NS_PER_COPIED_ELEMENT * (p_copied + q_copied) + _matmul_ns(
+                            calls, rows, nk, cols
+                        )
+                        if q.transposed and calls > 1:
+                            cost += _NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT * calls * rows * cols
+                        result = b + p.spread + q.spread + p.free + q.free
+                        if final_order is not None and result != final_order:
+                            cost *= 1.0 + 1e-6  # tie-break: a strided result view is fine
+                        if rows < cols:
+                            cost *= 1.0 + 1e-9  # tie-break: orientation
+                        if best is None or cost < best.cost:
+                            best = _MatmulLayout(cost=cost, swap=swap, batch=b, contract=c, left=p, right=q)
     assert best is not None
     return best
 
 
 def _matmul_factor(
     labels: Labels,
-    stored: Labels,
-    transposed: bool,
-    shape3: tuple[int, int, int],
-    batched: bool,
+    lead: Labels,
+    stack_shape: Shape,
+    outer: Labels,
+    inner: Labels,
+    factor: _Factor,
+    extents: dict[int, int],
 ):
-    """Op giving a (batch, rows, cols) factor (2-D when unbatched) from an operand.
-
-    ``stored`` is the order the operand is brought to before reshaping (a copy happens in the
-    reshape when that needs a transpose); ``transposed`` means it is stored (rows<->cols swapped)
-    and the factor is a swapaxes view, which BLAS consumes without a copy.
-    """
-    nb, rows, cols = shape3
-    perm = _permutation(labels, stored)
-    if transposed:
-        flat: tuple[int, ...] = (nb, cols, rows) if batched else (cols, rows)
+    """Op turning an operand into its matmul factor: ``stack_shape`` (the ``lead`` labels' extents
+    with 1s where the other factor has spread axes) followed by the (outer x inner) matrix."""
+    n_outer, n_inner = _size(outer, extents), _size(inner, extents)
+    contiguous = np.ascontiguousarray
+    if factor.copy:
+        perm = _permutation(labels, lead + outer + inner)
+        shape = (*stack_shape, n_outer, n_inner)
+        if perm is None:
+            return lambda x: contiguous(x).reshape(shape)
+        return lambda x: contiguous(x.transpose(perm)).reshape(shape)
+    if factor.transposed:
+        perm = _permutation(labels, lead + inner + outer)
+        shape = (*stack_shape, n_inner, n_outer)
     else:
-        flat = (nb, rows, cols) if batched else (rows, cols)
-
-    if perm is None and not transposed:
-        return lambda x: x.reshape(flat)
+        perm = _permutation(labels, lead + outer + inner)
+        shape = (*stack_shape, n_outer, n_inner)
+    # The plan assumed C-ordered operands; anything else (a caller's Fortran array, a diagonal
+    # view) is copied once rather than handed to matmul's slow non-BLAS loop.
+    if perm is None and not factor.transposed:
+        return lambda x: contiguous(x).reshape(shape)
     if perm is None:
-        return lambda x: x.reshape(flat).swapaxes(-1, -2)
-    if not transposed:
-        return lambda x: x.transpose(perm).reshape(flat)
-    return lambda x: x.transpose(perm).reshape(flat).swapaxes(-1, -2)
+        return lambda x: contiguous(x).reshape(shape).swapaxes(-1, -2)
+    if not factor.transposed:
+        return lambda x: contiguous(x).transpose(perm).reshape(shape)
+    return lambda x: contiguous(x).transpose(perm).reshape(shape).swapaxes(-1, -2)
 
 
 def _pairwise_step(
@@ -364,7 +449,7 @@ def _pairwise_step(
         result = order
     else:
         layout = _best_matmul_layout(lx, ly, batch, contract, extents, final_order)
-        needs_copy = layout.left_copy or layout.right_copy
+        needs_copy = layout.left.copy or layout.right.copy
         vector_like = not left or not right
         nc = _size(layout.contract, extents)
         small_matrix = nl * nc * nr <= _EINSUM_VECTOR_STEP_MAX_MACS
@@ -399,33 +484,40 @@ def _pairwise_step(
 
 def _matmul_kernel(lx: Labels, ly: Labels, layout: _MatmulLayout, extents: dict[int, int]):
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
-    b, c = layout.batch, layout.contract
-    fp, fq = layout.left_free, layout.right_free
-    nb, nc = _size(b, extents), _size(c, extents)
-    nl, nr = _size(fp, extents), _size(fq, extents)
-    batched = bool(b)
-    stored_p = b + c + fp if layout.left_transposed else b + fp + c
-    stored_q = b + fq + c if layout.right_transposed else b + c + fq
-    factor_p = _matmul_factor(lp, stored_p, layout.left_transposed, (nb, nl, nc), batched)
-    factor_q = _matmul_factor(lq, stored_q, layout.right_transposed, (nb, nc, nr), batched)
-    result = b + fp + fq
-    result_shape = tuple(extents[label] for label in result)
-    swap = layout.swap
+    b, c, left, right = layout.batch, layout.contract, layout.left, layout.right
 
-    if swap:
+    def extents_of(labels: Labels) -> Shape:
+        return tuple(extents[label] for label in labels)
+
+    # stack axes: batch, the left factor's spread labels, then the right factor's (each factor
+    # has 1s in the other's spread positions and matmul broadcasts them)
+    left_stack = (*extents_of(b), *extents_of(left.spread), *(1 for _ in right.spread))
+    right_stack = (*extents_of(b), *(1 for _ in left.spread), *extents_of(right.spread))
+    factor_p = _matmul_factor(lp, b + left.spread, left_stack, left.free, c, left, extents)
+    factor_q = _matmul_factor(lq, b + right.spread, right_stack, c, right.free, right, extents)
+    result = b + left.spread + right.spread + left.free + right.free
+    result_shape = extents_of(result)
+    matmul = np.matmul
+
+    if layout.swap:
 
         def kernel(x, y):
-            return np.matmul(factor_p(y), factor_q(x)).reshape(result_shape)
+            return matmul(factor_p(y), factor_q(x)).reshape(result_shape)
 
     else:
 
         def kernel(x, y):
-            return np.matmul(factor_p(x), factor_q(y)).reshape(result_shape)
+            return matmul(factor_p(x), factor_q(y)).reshape(result_shape)
 
-    copies = [name for name, flag in (("left", layout.left_copy), ("right", layout.right_copy)) if flag]
+    def form(factor: _Factor) -> str:
+        how = "copied" if factor.copy else ("transposed view" if factor.transposed else "view")
+        return how + (f", spread {list(factor.spread)}" if factor.spread else "")
+
     description = (
-        f"matmul batch={list(b)} ({nb}) left={list(fp)} ({nl}) contract={list(c)} ({nc}) "
-        f"right={list(fq)} ({nr})" + (f"; copies {'+'.join(copies)}" if copies else "")
+        f"matmul batch={list(b)} ({_size(b, extents)}) left={list(left.free)} "
+        f"({_size(left.free, extents)}) contract={list(c)} ({_size(c, extents)}) "
+        f"right={list(right.free)} ({_size(right.free, extents)}); "
+        f"left {form(left)}; right {form(right)}"
     )
     return kernel, result, description
 
@@ -508,7 +600,9 @@ def _pairwise_program(
             for term in rest:
                 keep.update(term)
             is_last = not rest
-            kernel, result, description = _pairwise_step(lx, ly, keep, extents, final_order if is_last else None)
+            kernel, result, description = _pairwise_step(
+                lx, ly, keep, extents, final_order if is_last else None
+            )
             steps.append((i, j, kernel))
             notes.append(f"step {len(steps)}: {description}")
             current = rest + [result]
@@ -570,9 +664,7 @@ def _pairwise_program(
 
 
 @functools.lru_cache(maxsize=4096)
-def build_program(
-    inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...]
-) -> NumpyProgram:
+def build_program(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...]) -> NumpyProgram:
     """Plan a contraction over integer labels for these shapes (pure; cached, thread-safe).
 
     ``inputs[k]`` labels the axes of operand ``k`` (a repeated label is a diagonal), ``output``
@@ -590,7 +682,8 @@ def build_program(
     output_shape = tuple(extents[label] for label in output)
     distinct = {label for term in inputs for label in term}
     naive_cost = math.prod(extents[label] for label in distinct)
-    if len(distinct) <= len(_LETTERS) and (naive_cost <= DIRECT_MAX_NAIVE_COST or len(inputs) == 1):
+    limit = DIRECT_MAX_NAIVE_COST if len(distinct) <= DIRECT_FEW_LABELS else DIRECT_MAX_NAIVE_COST_MANY_LABELS
+    if len(distinct) <= len(_LETTERS) and (naive_cost <= limit or len(inputs) == 1):
         # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
         # loop does best at any size (measured: 'CDaa->CD' 72 us vs 184 us via np.diagonal +
         # add.reduce; 'BHqk->Bqk' 169 vs 239 us at 0.5M elements).

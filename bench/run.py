@@ -1,0 +1,272 @@
+"""The numpy benchmark: ``contract`` against its peers over the repo's vocabulary, in one run.
+
+    python bench/run.py                  # full run (~8-10 min on 2 cores); rewrites docs/benchmarks.md,
+                                         # docs/benchmarks.png, docs/benchmarks_roofline.png and
+                                         # bench/results/latest.json
+    python bench/run.py --quick          # a 12-string smoke run; writes nothing under docs/
+    python bench/run.py --report-only    # re-render docs from bench/results/latest.json (e.g. after
+                                         # editing bench/analysis.md); measures nothing
+
+What it does (docs/benchmarks.md repeats this next to the numbers):
+1. measures this machine's roofline (float64 matmul GFLOP/s, copy bandwidth; bench/roofline.py);
+2. scans contractions/ and examples/ for grouped strings (bench/vocabulary.py) and gives each
+   tiny, mid and large shapes;
+3. per string and size, builds every contender (bench/peers.py), checks ``contract`` against
+   opt_einsum's result, and times all contenders warm, interleaved, median of repeated batches
+   (bench/timing.py); tiny and mid are measured in two passes at different times and each
+   contender keeps its better pass (a shared machine has slow episodes that hit one pass);
+4. computes ratios inside the run, evaluates the goals of issue 4, writes the report and plots.
+
+BLAS threading is left at its default (OpenBLAS uses both cores for large products); the report
+records the BLAS build and thread settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+import opt_einsum  # noqa: E402
+import peers  # noqa: E402
+import roofline  # noqa: E402
+import timing  # noqa: E402
+from vocabulary import Case, make_case, vocabulary  # noqa: E402
+
+import contractions  # noqa: E402
+from contractions.api import _numpy_runner  # noqa: E402  (bench reads the cached plan)
+
+SIZES = ("tiny", "mid", "large")
+# per size: (seconds per timed batch, batches per pass, passes)
+SCHEDULE = {"tiny": (0.004, 7, 2), "mid": (0.012, 5, 2), "large": (0.04, 3, 1)}
+SLOW_CALL_SECONDS = 0.1  # a contender slower than this per call is timed with fewer batches
+
+
+@dataclass
+class Row:
+    subscripts: str
+    size: str
+    shapes: list
+    expanded: str
+    seconds: dict = field(default_factory=dict)  # method -> median seconds per call
+    skipped: dict = field(default_factory=dict)  # method -> reason
+    strategy: str = ""
+    flops: float = 0.0
+    nbytes: float = 0.0
+    error: str = ""
+
+    def best_peer(self, names=peers.NUMPY_PEERS) -> tuple[str, float] | None:
+        timed = [(self.seconds[n], n) for n in names if n in self.seconds]
+        if not timed:
+            return None
+        seconds, name = min(timed)
+        return name, seconds
+
+    def speedup(self, names=peers.NUMPY_PEERS) -> float | None:
+        best = self.best_peer(names)
+        if best is None or "contract" not in self.seconds:
+            return None
+        return best[1] / self.seconds["contract"]
+
+
+def geomean(values):
+    values = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def measure_case(case: Case, batch_seconds: float, repeats: int) -> Row:
+    row = Row(case.subscripts, case.size, [list(s) for s in case.shapes], case.expanded)
+    arrays = case.arrays()
+    methods = peers.build_methods(case)
+    try:
+        got = methods["contract"](*arrays)
+        want = methods["opt_einsum"](*arrays)
+        if not np.allclose(got, want, rtol=1e-6, atol=1e-8):
+            row.error = "contract disagrees with opt_einsum"
+            return row
+    except Exception as exc:  # a string the engine cannot run is reported, not fatal
+        row.error = f"{type(exc).__name__}: {exc}"
+        return row
+    program = _numpy_runner(case.subscripts, case.shapes, case.supplements)
+    row.strategy = getattr(program, "strategy", "?")
+    row.flops, row.nbytes = roofline.contraction_cost(case.expanded, case.shapes)
+    funcs = {}
+    for name, method in methods.items():
+        if isinstance(method, peers.Skip):
+            row.skipped[name] = method.reason
+        else:
+            funcs[name] = lambda m=method: m(*arrays)
+    # the bare cached program: contract minus the engine's per-call work (overhead measurement)
+    execute = getattr(program, "execute", program)
+    funcs["program"] = lambda: execute(*arrays)
+    fast = {}
+    slow = {}
+    for name, func in funcs.items():
+        start = time.perf_counter()
+        try:
+            func()
+        except Exception as exc:  # a peer that cannot express the string is reported as skipped
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            row.skipped[name] = f"raised {type(exc).__name__}: {first_line}"
+            continue
+        (slow if time.perf_counter() - start > SLOW_CALL_SECONDS else fast)[name] = func
+    if fast:
+        row.seconds.update(timing.interleaved_medians(fast, repeats, batch_seconds))
+    for name, func in slow.items():  # one call per batch, two batches
+        samples = []
+        for _ in range(2):
+            start = time.perf_counter()
+            func()
+            samples.append(time.perf_counter() - start)
+        row.seconds[name] = statistics.median(samples)
+    return row
+
+
+def run_size(size: str, strings: list[str], log) -> list[Row]:
+    batch_seconds, repeats, passes = SCHEDULE[size]
+    cases = [make_case(s, size) for s in strings]
+    rows: list[Row] = []
+    per_pass: list[list[Row]] = []
+    for pass_index in range(passes):
+        pass_rows = []
+        for case in cases:
+            row = measure_case(case, batch_seconds, repeats)
+            pass_rows.append(row)
+            speed = row.speedup()
+            log(
+                f"[{size} pass {pass_index + 1}/{passes}] {case.subscripts:34s} "
+                + (
+                    row.error
+                    or f"contract {row.seconds.get('contract', float('nan')) * 1e6:10.1f} us  x{speed:.2f}"
+                )
+            )
+        per_pass.append(pass_rows)
+    for index in range(len(cases)):
+        merged = per_pass[0][index]
+        for other in per_pass[1:]:
+            for name, seconds in other[index].seconds.items():
+                merged.seconds[name] = min(merged.seconds.get(name, math.inf), seconds)
+        rows.append(merged)
+    return rows
+
+
+def environment() -> dict:
+    config = np.show_config(mode="dicts") if "mode" in np.show_config.__code__.co_varnames else {}
+    blas = config.get("Build Dependencies", {}).get("blas", {}) if config else {}
+    threads = {
+        k: os.environ[k]
+        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE")
+        if k in os.environ
+    }
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "opt_einsum": opt_einsum.__version__,
+        "einx": _version("einx"),
+        "contractions": contractions.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip(),
+        "thread_env": threads or "defaults (no OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set)",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def _version(module: str) -> str:
+    try:
+        return __import__(module).__version__
+    except Exception:
+        return "not installed"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="12 strings, writes nothing under docs/")
+    parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument(
+        "--report-only", action="store_true", help="re-render docs from bench/results/latest.json"
+    )
+    args = parser.parse_args(argv)
+    if args.report_only:
+        return render_saved()
+    started = time.time()
+    log_lines: list[str] = []
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+        log_lines.append(message)
+
+    env = environment()
+    log(f"environment: {env}")
+    roof = roofline.measure()
+    log(
+        f"roofline: matmul {roof.peak_flops / 1e9:.1f} GFLOP/s, copy bandwidth {roof.bandwidth / 1e9:.1f} GB/s"
+    )
+    strings = vocabulary()
+    if args.quick:
+        strings = strings[:: max(1, len(strings) // 12)][:12]
+    log(f"vocabulary: {len(strings)} grouped strings from contractions/ and examples/")
+    results: dict[str, list[Row]] = {}
+    for size in args.sizes.split(","):
+        results[size] = run_size(size, strings, log)
+    elapsed = time.time() - started
+    log(f"total wall time {elapsed:.0f} s")
+
+    import report  # noqa: E402  (matplotlib only needed here)
+
+    out_dir = REPO / "docs"
+    summary = report.summarise(results, roof)
+    for line in report.summary_lines(summary):
+        log(line)
+    if args.quick:
+        return 0
+    raw = {
+        "environment": env,
+        "roofline": asdict(roof),
+        "elapsed_seconds": elapsed,
+        "rows": {size: [asdict(r) for r in rows] for size, rows in results.items()},
+    }
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "latest.json").write_text(json.dumps(raw, indent=1))
+    report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png")
+    (out_dir / "benchmarks.md").write_text(report.markdown(results, roof, env, summary, elapsed))
+    log(
+        f"wrote {out_dir / 'benchmarks.md'}, benchmarks.png, benchmarks_roofline.png, bench/results/latest.json"
+    )
+    return 0
+
+
+def render_saved() -> int:
+    import report  # noqa: E402
+
+    raw = json.loads((HERE / "results" / "latest.json").read_text())
+    roof = roofline.Roofline(**raw["roofline"])
+    results = {size: [Row(**row) for row in rows] for size, rows in raw["rows"].items()}
+    summary = report.summarise(results, roof)
+    for line in report.summary_lines(summary):
+        print(line)
+    out_dir = REPO / "docs"
+    report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png")
+    (out_dir / "benchmarks.md").write_text(
+        report.markdown(results, roof, raw["environment"], summary, raw["elapsed_seconds"])
+    )
+    print(f"re-rendered {out_dir / 'benchmarks.md'} and plots from bench/results/latest.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

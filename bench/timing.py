@@ -1,0 +1,49 @@
+"""Warm, interleaved, timeit-style timing.
+
+Each contender is called once to warm caches (plans, einx's parser, BLAS threads), then timed in
+batches of ``number`` calls sized so one batch lasts about ``batch_seconds``; the contenders take
+turns batch by batch (so slow drift of a shared machine hits them alike) and the per-call median
+over ``repeats`` batches is reported.  Ratios are computed from medians of the same run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+
+def calibrate(func: Callable[[], object], batch_seconds: float) -> tuple[int, float]:
+    """(number of calls per batch, seconds of one warm call)."""
+    func()  # warm-up
+    start = time.perf_counter()
+    func()
+    one = max(time.perf_counter() - start, 1e-7)
+    number = 1
+    while one * number < batch_seconds and number < 1_000_000:
+        number *= 2
+    if number > 1:  # re-measure with a small batch: single-call timing is coarse for tiny work
+        start = time.perf_counter()
+        for _ in range(min(number, 64)):
+            func()
+        one = (time.perf_counter() - start) / min(number, 64)
+        number = max(1, int(batch_seconds / max(one, 1e-9)))
+    return number, one
+
+
+def interleaved_medians(
+    funcs: dict[str, Callable[[], object]], repeats: int, batch_seconds: float
+) -> dict[str, float]:
+    """Median seconds per call for each function, batches interleaved across functions."""
+    numbers = {name: calibrate(func, batch_seconds)[0] for name, func in funcs.items()}
+    samples: dict[str, list[float]] = {name: [] for name in funcs}
+    perf = time.perf_counter
+    for _ in range(repeats):
+        for name, func in funcs.items():
+            number = numbers[name]
+            loop: Sequence[None] = [None] * number
+            start = perf()
+            for _ in loop:
+                func()
+            samples[name].append((perf() - start) / number)
+    return {name: statistics.median(values) for name, values in samples.items()}
