@@ -59,24 +59,6 @@ def normalise_supplements(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int
     return tuple(out)
 
 
-def _supplements_key(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
-    """`normalise_supplements`, memoised for the hot path when every value is a plain int.
-
-    Only exact ints take the cache: ``True == 1`` and ``1.0 == 1`` hash alike, so other
-    types must be checked afresh each time.
-    """
-    items = tuple(len_groups.items())
-    for _, value in items:
-        if type(value) is not int:
-            return normalise_supplements(len_groups)
-    return _normalised_cached(items)
-
-
-@functools.lru_cache(maxsize=1024)
-def _normalised_cached(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-    return normalise_supplements(dict(items))
-
-
 # ----------------------------------------------------------------------- backends
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _numpy_runner(subscripts: str, shapes: tuple[tuple[int, ...], ...],
@@ -126,22 +108,50 @@ def contract(subscripts: str, *operands: Any, precision: Any = None,
     >>> contract('WCo,WCa->Cao', zo, za, len_W=1).shape
     (2, 4, 5)
     """
-    supplements = _supplements_key(len_groups) if len_groups else ()
     if preferred_element_type is None:
+        # Hot path: every operand a numpy array and every len_* a plain int.  One dict
+        # lookup keyed on (subscripts, *shapes, *len items) yields the planned program's
+        # bare callable; everything else happens once, on the first call of a signature.
+        key = [subscripts]
         for op in operands:
             if type(op) is not _ndarray:
                 break
+            key.append(op.shape)
         else:
-            # Hot path: every operand is a numpy array.
-            shapes = tuple([op.shape for op in operands])
-            try:
-                runner = _numpy_runner(subscripts, shapes, supplements)
-            except TypeError:
-                if not isinstance(subscripts, str):  # unhashable non-str: say what is wrong
-                    raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}") from None
-                raise
-            return runner(*operands)
+            for item in len_groups.items():
+                if type(item[1]) is not int:  # bool/float/np.int64: take the checked route
+                    break
+                key.append(item)
+            else:
+                try:
+                    run = _HOT.get(tuple(key))
+                except TypeError:  # unhashable subscripts; the checked route reports it
+                    run = None
+                if run is not None:
+                    return run(*operands)
+                return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
+    supplements = normalise_supplements(len_groups) if len_groups else ()
     return _contract_general(subscripts, operands, supplements, precision, preferred_element_type)
+
+
+# The hot-path cache: (subscripts, *shapes, *len_items) -> the program's bare callable.
+# Bounded by clearing when full (dict operations are atomic under the GIL, so concurrent
+# callers at worst re-plan through the lru-cached `_numpy_runner`).
+_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
+HOT_CACHE_SIZE = PLAN_CACHE_SIZE
+
+
+def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
+                      key: tuple[Any, ...]) -> Any:
+    if not isinstance(subscripts, str):
+        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
+    supplements = normalise_supplements(len_groups)
+    shapes = tuple(op.shape for op in operands)
+    run = _numpy_runner(subscripts, shapes, supplements).execute
+    if len(_HOT) >= HOT_CACHE_SIZE:
+        _HOT.clear()
+    _HOT[key] = run
+    return run(*operands)
 
 
 def _contract_general(subscripts: str, operands: Sequence[Any],

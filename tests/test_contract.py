@@ -176,13 +176,35 @@ def test_preferred_element_type_on_numpy():
 
 
 def test_warm_calls_reuse_the_cached_plan():
-    from contractions.api import _numpy_runner
+    from contractions import api
 
     a = randn(2, 3)
     contract("Wa->W", a)
-    hits = _numpy_runner.cache_info().hits
+    misses = api._numpy_runner.cache_info().misses
+    assert api._HOT[("Wa->W", (2, 3))] is not None
     contract("Wa->W", randn(2, 3))
-    assert _numpy_runner.cache_info().hits == hits + 1
+    contract("WCo,WCa->Cao", randn(11, 3, 5), randn(11, 3, 4), len_W=1)  # a signature no other test uses
+    contract("WCo,WCa->Cao", randn(11, 3, 5), randn(11, 3, 4), len_W=1)
+    assert api._numpy_runner.cache_info().misses == misses + 1  # only the new signature planned
+
+
+def test_hot_cache_does_not_let_bool_or_float_supplements_through():
+    a, b = randn(3, 2, 5), randn(3, 2, 4)
+    contract("WCo,WCa->Cao", a, b, len_W=1)
+    with pytest.raises(TypeError, match="not bool"):
+        contract("WCo,WCa->Cao", a, b, len_W=True)
+    with pytest.raises(TypeError, match="int number of axes"):
+        contract("WCo,WCa->Cao", a, b, len_W=1.0)
+
+
+def test_hot_cache_is_bounded(monkeypatch):
+    from contractions import api
+
+    monkeypatch.setattr(api, "HOT_CACHE_SIZE", 3)
+    api._HOT.clear()
+    for n in range(1, 8):
+        contract("Wa->W", randn(n, 2))
+        assert len(api._HOT) <= 3
 
 
 def test_threads_get_identical_results():
