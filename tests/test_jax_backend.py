@@ -5,7 +5,6 @@ and jax is never imported for a caller who did not import it."""
 from __future__ import annotations
 
 import re
-import string
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,8 @@ import jax.numpy as jnp
 from contractions import contract, expand_subscripts, expansion
 from contractions.backends import jax_backend
 from contractions.backends.jax_backend import contract_jax, jitted_einsum
+
+from ._references import loop_reference
 
 REPO = Path(__file__).resolve().parents[1]
 rng = np.random.default_rng(20240611)
@@ -226,30 +227,6 @@ def test_inputs_are_not_modified():
 
 
 # ------------------------------------------------------------------------- > 52 axes
-def squeezed_reference(subscripts_expanded: str, *arrays: np.ndarray) -> np.ndarray:
-    """np.einsum after dropping every axis whose extent is 1 on all operands (so <= 52 letters).
-
-    Size-1 axes contribute a factor of one element, so dropping them is exact; the result is
-    reshaped to the full output shape.
-    """
-    lhs, out = subscripts_expanded.split("->")
-    terms = lhs.split(",")
-    extent: dict[str, int] = {}
-    for term, a in zip(terms, arrays):
-        for ch, n in zip(term, a.shape):
-            extent[ch] = max(extent.get(ch, 1), n)
-    big = [ch for ch in dict.fromkeys(subscripts_expanded) if extent.get(ch, 1) > 1]
-    assert len(big) <= 52
-    letter = {ch: string.ascii_letters[i] for i, ch in enumerate(big)}
-    squeezed = []
-    for term, a in zip(terms, arrays):
-        keep = [i for i, ch in enumerate(term) if ch in letter]
-        squeezed.append(a.reshape([a.shape[i] for i in keep]))
-    spec = ",".join("".join(letter[ch] for ch in t if ch in letter) for t in terms)
-    spec += "->" + "".join(letter[ch] for ch in out if ch in letter)
-    return np.einsum(spec, *squeezed).reshape([extent[ch] for ch in out])
-
-
 def ones_shape(n: int, big: dict[int, int]) -> tuple[int, ...]:
     return tuple(big.get(i, 1) for i in range(n))
 
@@ -259,7 +236,7 @@ def test_more_than_52_axes_unicode_symbols_accepted_by_jnp_einsum():
     y = randn(*ones_shape(30, {1: 2, 12: 3, 25: 2}))  # B = 20 axes shared, C = 10 axes
     hand = expand_subscripts("AB,BC->AC", x.ndim, y.ndim, len_A=30)
     assert any(ord(ch) > 127 for ch in hand)  # past 52: opt_einsum's unicode symbols
-    ref = squeezed_reference(hand, x, y)
+    ref = loop_reference("AB,BC->AC", [x, y], {"A": 30, "B": 20, "C": 10})
     eager = contract("AB,BC->AC", jnp.asarray(x), jnp.asarray(y), len_A=30)
     np.testing.assert_allclose(eager, ref, rtol=1e-4, atol=1e-4)
     jitted = jax.jit(lambda x, y: contract("AB,BC->AC", x, y, len_A=30))(x, y)
@@ -286,7 +263,7 @@ def test_more_than_52_axes_three_operands_and_grad():
     s = "AB,BC,CD->AD"
     hand = expand_subscripts(s, x.ndim, y.ndim, z.ndim, len_A=30, len_C=10)
     assert len(set(hand) - set(",->")) > 52
-    ref = squeezed_reference(hand, x, y, z)
+    ref = loop_reference(s, [x, y, z], {"A": 30, "B": 10, "C": 10, "D": 5})
     out = contract(s, jnp.asarray(x), jnp.asarray(y), jnp.asarray(z), len_A=30, len_C=10)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     g = jax.grad(lambda y: contract(s, x, y, z, len_A=30, len_C=10).sum())(jnp.asarray(y))
