@@ -129,23 +129,20 @@ def test_scan_table_for_people(tmp_path: Path) -> None:
 def test_python_dash_m_contractions_check_end_to_end(tmp_path: Path) -> None:
     path = write(tmp_path, "broken.py", BROKEN)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "contractions", "check", str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+
+    def check_cli() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "contractions", "check", str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+
+    proc = check_cli()
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines()[0].startswith(f"{path}:4: 'WCo,WCa->Cao' needs a supplement")
     write(tmp_path, "broken.py", CLEAN)
-    proc = subprocess.run(
-        [sys.executable, "-m", "contractions", "check", str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    proc = check_cli()
     assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
