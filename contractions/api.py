@@ -13,50 +13,21 @@ supplements)``, so a warm call is one dictionary lookup plus the arithmetic.
 from __future__ import annotations
 
 import functools
-import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import SupplementError
+from .arguments import normalise_supplements
 from .expand import shape_ndims
 from .parser import parse
-from .plan import PLAN_CACHE_SIZE, Plan, check_operand_count, make_plan
-from .solver import identifiability, solve
+from .plan import PLAN_CACHE_SIZE, Plan, make_plan
+from .solver import identifiability, solve_call
 
 __all__ = ["contract", "explain", "expand_subscripts", "normalise_supplements"]
 
 _ndarray = np.ndarray
-
-
-def normalise_supplements(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
-    """Check ``len_<G>=n`` keywords; return sorted ``((G, n), ...)``.
-
-    Unknown keywords and non-integer values are `TypeError`; a negative length is a
-    `SupplementError`.  Whether ``G`` occurs in the string is checked by the solver.
-    """
-    out = []
-    for key, value in len_groups.items():
-        if not (len(key) == 5 and key.startswith("len_") and "A" <= key[4] <= "Z"):
-            raise TypeError(
-                f"unexpected keyword argument {key!r}; group lengths are passed as len_<G>=n "
-                "with G one uppercase group letter of the subscripts, e.g. len_W=2"
-            )
-        if isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{key} must be an int number of axes, not bool ({value!r})")
-        try:
-            n = operator.index(value)
-        except TypeError:
-            raise TypeError(
-                f"{key} must be an int number of axes, got {type(value).__name__} ({value!r})"
-            ) from None
-        if n < 0:
-            raise SupplementError(f"{key}={n}: a group has zero or more axes, never a negative number")
-        out.append((key[4], n))
-    out.sort()
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------- backends
@@ -202,9 +173,7 @@ def _shapes_or_ndims(items: Sequence[Any]) -> tuple[tuple[tuple[int, ...], ...] 
 
 def _lengths_only(subscripts: str, ndims: tuple[int, ...],
                   supplements: tuple[tuple[str, int], ...]):
-    parsed = parse(subscripts)
-    check_operand_count(parsed, len(ndims))
-    return parsed, solve(parsed, ndims, supplements)
+    return solve_call(subscripts, ndims, supplements)
 
 
 def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int) -> str:

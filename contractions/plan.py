@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .errors import OperandCountError, SizeMismatchError
+from .errors import SizeMismatchError
 from .expand import Expansion, expand
-from .parser import ParsedSubscripts, parse
-from .solver import solve
+from .parser import ParsedSubscripts
+from .solver import solve_call
 
 __all__ = ["Plan", "make_plan", "PLAN_CACHE_SIZE"]
 
@@ -45,16 +45,6 @@ class Plan:
         """Each group's extents, e.g. ``{'W': (4,), 'C': (2, 3)}``."""
         return {g: tuple(self.extents[label] for label in labels)
                 for g, labels in self.expansion.group_labels}
-
-
-def check_operand_count(parsed: ParsedSubscripts, count: int, what: str = "operand") -> None:
-    """Raise `OperandCountError` unless ``count`` (operands, shapes or ndims) fits the terms."""
-    if count != len(parsed.inputs):
-        raise OperandCountError(
-            f"{parsed.subscripts!r} has {len(parsed.inputs)} input term"
-            f"{'s' if len(parsed.inputs) != 1 else ''} but {count} {what}"
-            f"{'s were' if count != 1 else ' was'} given; pass one {what} per term, in order."
-        )
 
 
 def _describe_axis(exp: Expansion, label: int) -> str:
@@ -101,9 +91,7 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
 def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...]) -> Plan:
     """Parse, solve, expand and validate for these shapes (cached, thread-safe, bounded)."""
-    parsed = parse(subscripts)
-    check_operand_count(parsed, len(shapes))
-    lengths = solve(parsed, tuple(len(sh) for sh in shapes), supplements)
+    parsed, lengths = solve_call(subscripts, tuple(len(sh) for sh in shapes), supplements)
     exp = expand(parsed, lengths)
     extents = _extents(parsed, exp, shapes)
     return Plan(

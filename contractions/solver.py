@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .arguments import check_operand_count, normalise_supplements
 from .errors import InconsistentError, SupplementError, UnderdeterminedError
 from .parser import ParsedSubscripts, is_group, parse
 
@@ -36,6 +37,7 @@ __all__ = [
     "co_travelling_runs",
     "solve",
     "solve_lengths",
+    "solve_call",
     "SOLVE_CACHE_SIZE",
 ]
 
@@ -386,12 +388,22 @@ def solve_lengths(subscripts: str, ndims: Sequence[int], **len_groups: int) -> d
     >>> solve_lengths('WKCi,Cio->WKCo', (5, 3))   # W, K co-travel: total 3, split canonically
     {'W': 3, 'K': 0, 'C': 1}
     """
-    from .api import normalise_supplements  # local: api imports this module
-    from .plan import check_operand_count
-
-    parsed = parse(subscripts)
     ndims = tuple(operator.index(n) for n in ndims)
-    check_operand_count(parsed, len(ndims), what="ndim")
-    lengths = solve(parsed, ndims, normalise_supplements(len_groups))
+    parsed, lengths = solve_call(subscripts, ndims, normalise_supplements(len_groups), what="ndim")
     return dict(zip(parsed.groups, lengths))
+
+
+def solve_call(subscripts: str, ndims: tuple[int, ...], supplements: tuple[tuple[str, int], ...],
+               what: str = "operand") -> tuple[ParsedSubscripts, tuple[int, ...]]:
+    """Parse, check the operand count, solve: the one sequence every caller runs.
+
+    ``supplements`` are already normalised (`normalise_supplements`); ``what`` names the
+    counted things in the count error (operands, shapes, ndims).
+
+    >>> solve_call('WCa,Caib,WCi->WCb', (4, 5, 4), ())[1]
+    (2, 1)
+    """
+    parsed = parse(subscripts)
+    check_operand_count(parsed, len(ndims), what=what)
+    return parsed, solve(parsed, ndims, supplements)
 
