@@ -400,8 +400,8 @@ def solve_call(subscripts: str, ndims: tuple[int, ...], supplements: tuple[tuple
     ``supplements`` are already normalised (`normalise_supplements`); ``what`` names the
     counted things in the count error (operands, shapes, ndims).
 
-    >>> solve_call('WCa,Caib,WCi->WCb', (4, 5, 4), ())[1]
-    (2, 1)
+    >>> solve_call('WCa,Caib,WCi->WCb', (4, 5, 4), ())[1]   # W = 1 axis, C = 2
+    (1, 2)
     """
     parsed = parse(subscripts)
     check_operand_count(parsed, len(ndims), what=what)

@@ -33,6 +33,7 @@ OPTIONAL_FRAMEWORKS = ("jax", "torch")
 ENGINE_MODULES = (
     "contractions",
     "contractions.parser",
+    "contractions.arguments",
     "contractions.solver",
     "contractions.expand",
     "contractions.plan",
