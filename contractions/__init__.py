@@ -7,10 +7,10 @@
 (4, 2, 6)
 
 The pipeline, one module per stage: `parser` -> `solver` -> `expand` -> `plan` ->
-`backends` (numpy / jax / torch), glued together in `api`.
+`schedule` -> `backends` (numpy / jax / torch, looked up in a registry), and `api` on top.
 """
 
-from .api import contract, expand_subscripts, explain
+from .api import ContractExpression, contract, contract_expression, expand_subscripts, explain
 from .errors import (
     ContractionError,
     InconsistentError,
@@ -23,12 +23,15 @@ from .errors import (
 from .expand import Expansion, expansion
 from .parser import ParsedSubscripts, parse
 from .plan import Plan, make_plan
+from .schedule import Schedule, make_schedule
 from .solver import Identifiability, co_travelling_runs, identifiability, solve_lengths
 
 __version__ = "0.1.0"
 
 __all__ = [
     "contract",
+    "contract_expression",
+    "ContractExpression",
     "explain",
     "expand_subscripts",
     "identifiability",
@@ -37,6 +40,8 @@ __all__ = [
     "parse",
     "expansion",
     "make_plan",
+    "make_schedule",
+    "Schedule",
     "Identifiability",
     "ParsedSubscripts",
     "Expansion",

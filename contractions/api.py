@@ -1,89 +1,146 @@
-"""The public verbs: `contract`, `explain`, `expand_subscripts`.
+"""The public verbs: `contract`, `contract_expression`, `explain`, `expand_subscripts`.
 
-`contract` is the last stage of the pipeline (parse -> solve -> expand -> plan ->
-execute).  Everything up to the plan is cached on ``(subscripts, operand shapes,
-supplements)``, so a warm call is one dictionary lookup plus the arithmetic.
+This is the last stage: parse -> solve -> expand -> plan -> schedule -> backend, looked up in
+caches keyed on ``(subscripts, shapes, supplements, optimize)``, so a warm call is one
+dictionary lookup plus the arithmetic.
 
 >>> import numpy as np
 >>> x = np.ones((4, 2, 3)); cores = np.ones((2, 3, 5, 6)); z = np.ones((4, 2, 5))
 >>> contract('WCa,Caib,WCi->WCb', x, cores, z).shape
 (4, 2, 6)
+>>> expr = contract_expression('WCa,Caib,WCi->WCb', x.shape, cores.shape, z.shape)
+>>> expr(x, cores, z).shape, expr.output_shape
+((4, 2, 6), (4, 2, 6))
 """
 
 from __future__ import annotations
 
 import functools
-import sys
+import operator
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from .arguments import normalise_supplements
-from .expand import shape_ndims
-from .parser import parse
+from .backends import Backend, BackendOptions, backend_for, backend_named, load
+from .errors import ContractionError, SizeMismatchError
+from .expand import expand
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
+from .schedule import Schedule, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
 
-__all__ = ["contract", "explain", "expand_subscripts", "normalise_supplements"]
+__all__ = ["ContractExpression", "contract", "contract_expression", "explain", "expand_subscripts"]
 
 _ndarray = np.ndarray
 
 
-# ----------------------------------------------------------------------- backends
-@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
-def _numpy_runner(subscripts: str, shapes: tuple[tuple[int, ...], ...],
-                  supplements: tuple[tuple[str, int], ...]) -> Callable[..., Any]:
-    from .backends.numpy_backend import build_program
-
-    exp = make_plan(subscripts, shapes, supplements).expansion
-    return build_program(exp.inputs, exp.output, shapes)
+# ------------------------------------------------------------------------------ operands
+_REFUSED = (str, bytes, dict, set, frozenset, types.GeneratorType)
 
 
-def _framework(operands: Sequence[Any]) -> str:
-    """'numpy', 'jax' or 'torch', judged from the operands' types.
+def _as_operands(operands: Sequence[Any], backend: Backend) -> tuple[Any, ...]:
+    """Operands the backend can take: lists, tuples and scalars become numpy arrays.
 
-    Frameworks are looked up in ``sys.modules`` only: if the caller never imported jax,
-    no operand can be a jax array, and we must not import it for them.
+    Anything else that is not an array (``None``, strings, dicts, generators, arbitrary
+    objects) is a `TypeError` naming its position, raised before any arithmetic.
     """
-    jax = sys.modules.get("jax")
-    torch = sys.modules.get("torch")
-    found = set()
-    for op in operands:
-        if isinstance(op, _ndarray):
+    out = []
+    for k, op in enumerate(operands):
+        if type(op) is _ndarray or (backend.name != "numpy" and backend.owns(op)):
+            out.append(op)
             continue
-        if jax is not None and isinstance(op, jax.Array):
-            found.add("jax")
-        elif torch is not None and isinstance(op, torch.Tensor):
-            found.add("torch")
-    if len(found) > 1:
-        raise TypeError("contract() got both jax arrays and torch tensors; convert one side first")
-    return found.pop() if found else "numpy"
+        if op is None or isinstance(op, _REFUSED) or not (
+                isinstance(op, (list, tuple, int, float, complex, np.generic, np.ndarray))
+                or hasattr(op, "__array__") or hasattr(op, "__array_interface__")):
+            raise TypeError(
+                f"operand {k} is {type(op).__name__} ({_short_repr(op)}), not an array; pass "
+                "numpy/JAX/torch arrays, or nested lists/tuples of numbers")
+        try:
+            out.append(np.asarray(op))
+        except ValueError as exc:  # ragged nesting, among others
+            raise ContractionError(
+                f"operand {k} cannot be made an array ({exc}); nested lists must be "
+                "rectangular (every row the same length)") from None
+    return tuple(out)
 
 
-def contract(subscripts: str, *operands: Any, precision: Any = None,
+def _short_repr(op: Any) -> str:
+    text = repr(op)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ---------------------------------------------------------------------------- the caches
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
+             supplements: tuple[tuple[str, int], ...], optimize: Any) -> tuple[Plan, Schedule]:
+    plan = make_plan(subscripts, shapes, supplements)
+    return plan, make_schedule(plan, optimize)
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _compiled(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
+              supplements: tuple[tuple[str, int], ...], optimize: Any,
+              options: BackendOptions) -> Callable[..., Any]:
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize)
+    return load(backend).compile(plan, schedule, options)
+
+
+def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
+            supplements: tuple[tuple[str, int], ...], optimize: Any,
+            options: BackendOptions) -> Callable[..., Any]:
+    try:
+        return _compiled(backend, subscripts, shapes, supplements, optimize, options)
+    except TypeError as exc:
+        if "unhashable" not in str(exc):
+            raise
+    # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize)
+    return load(backend).compile(plan, schedule, options)
+
+
+# The hot-path cache: (subscripts, *shapes, *len_items) -> the compiled numpy callable, for
+# calls with default options.  Bounded by clearing when full (dict operations are atomic under
+# the GIL, so concurrent callers at worst re-plan through the lru-cached `_compiled`).
+_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
+HOT_CACHE_SIZE = PLAN_CACHE_SIZE
+_NUMPY = backend_named("numpy")
+_DEFAULT_OPTIONS = BackendOptions()
+
+
+# ------------------------------------------------------------------------------ contract
+def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision: Any = None,
              preferred_element_type: Any = None, **len_groups: int) -> Any:
     """Evaluate a grouped einsum.
 
-    UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters
-    single axes.  Group lengths are solved from the operands' ndims; where the string
-    cannot decide them, pass ``len_<G>=n``.  numpy, JAX (arrays and tracers) and torch
-    operands are accepted; numpy mixed with JAX runs on JAX.
+    UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters single
+    axes.  Group lengths are solved from the operands' ndims; where the string cannot decide
+    them, pass ``len_<G>=n``.  numpy, JAX (arrays and tracers) and torch operands are
+    accepted; numpy mixed with JAX runs on JAX, numpy mixed with torch on torch.
 
-    ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.
-    On numpy and torch, ``preferred_element_type`` is the dtype the operands are
-    converted to before contracting and ``precision`` is ignored.
+    ``optimize`` chooses the pairwise order: an opt_einsum preset name (``'auto'``,
+    ``'greedy'``, ``'optimal'``, ``'dp'``, ...), an explicit path such as ``[(1, 2), (0, 1)]``
+    (``explain`` prints the one it runs in this form), an ``opt_einsum.paths.PathOptimizer``
+    (cotengra's ``HyperOptimizer`` among them), or ``False`` for one einsum call.
+
+    ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.  On numpy
+    and torch, ``preferred_element_type`` is the dtype the operands are converted to before
+    contracting and ``precision`` is ignored.
 
     >>> import numpy as np
     >>> zo, za = np.ones((3, 2, 5)), np.ones((3, 2, 4))
     >>> contract('WCo,WCa->Cao', zo, za, len_W=1).shape
     (2, 4, 5)
+    >>> contract('Wa,Wab,Wb->W', np.ones((2, 3)), np.ones((2, 3, 4)), np.ones((2, 4)),
+    ...          optimize=[(1, 2), (0, 1)]).tolist()
+    [12.0, 12.0]
     """
-    if preferred_element_type is None:
-        # Hot path: every operand a numpy array and every len_* a plain int.  One dict
-        # lookup keyed on (subscripts, *shapes, *len items) yields the planned program's
-        # bare callable; everything else happens once, on the first call of a signature.
-        key = [subscripts]
+    if optimize == "auto" and preferred_element_type is None:
+        # Hot path: every operand a numpy array and every len_* a plain int.  One dict lookup
+        # keyed on (subscripts, *shapes, *len items) yields the compiled callable; everything
+        # else happens once, on the first call of a signature.
+        key: list[Any] = [subscripts]
         for op in operands:
             if type(op) is not _ndarray:
                 break
@@ -101,79 +158,155 @@ def contract(subscripts: str, *operands: Any, precision: Any = None,
                 if run is not None:
                     return run(*operands)
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
-    supplements = normalise_supplements(len_groups) if len_groups else ()
-    return _contract_general(subscripts, operands, supplements, precision, preferred_element_type)
+    return _contract_general(subscripts, operands, len_groups, optimize,
+                             BackendOptions(precision, preferred_element_type))
 
 
-# The hot-path cache: (subscripts, *shapes, *len_items) -> the program's bare callable.
-# Bounded by clearing when full (dict operations are atomic under the GIL, so concurrent
-# callers at worst re-plan through the lru-cached `_numpy_runner`).
-_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
-HOT_CACHE_SIZE = PLAN_CACHE_SIZE
+def _check_subscripts(subscripts: Any) -> None:
+    if not isinstance(subscripts, str):
+        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
 
 
 def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       key: tuple[Any, ...]) -> Any:
-    if not isinstance(subscripts, str):
-        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
+    _check_subscripts(subscripts)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
-    run = _numpy_runner(subscripts, shapes, supplements).execute
+    run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
     if len(_HOT) >= HOT_CACHE_SIZE:
         _HOT.clear()
     _HOT[key] = run
     return run(*operands)
 
 
-def _contract_general(subscripts: str, operands: Sequence[Any],
-                      supplements: tuple[tuple[str, int], ...], precision: Any,
-                      preferred_element_type: Any) -> Any:
-    if not isinstance(subscripts, str):
-        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
-    framework = _framework(operands)
-    if framework == "numpy":
-        arrays = [np.asarray(op) for op in operands]
-        if preferred_element_type is not None:
-            arrays = [a.astype(preferred_element_type, copy=False) for a in arrays]
-        shapes = tuple(a.shape for a in arrays)
-        return _numpy_runner(subscripts, shapes, supplements)(*arrays)
-    shapes = tuple(tuple(op.shape) if hasattr(op, "shape") else np.shape(op) for op in operands)
-    expansion = make_plan(subscripts, shapes, supplements).expansion
-    run = _BACKEND_RUNNERS.get(framework) or _load_backend(framework)
-    if framework == "jax":
-        return run(expansion, operands, precision=precision,
-                   preferred_element_type=preferred_element_type)
-    return run(expansion, operands, preferred_element_type=preferred_element_type)
+def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
+                      optimize: Any, options: BackendOptions) -> Any:
+    _check_subscripts(subscripts)
+    backend = backend_for(operands)
+    arrays = _as_operands(operands, backend)
+    supplements = normalise_supplements(len_groups)
+    shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
+    run = _runner(backend, subscripts, shapes, supplements, normalise_optimize(optimize), options)
+    return run(*arrays)
 
 
-# Backend entry points, imported on first use (an ``import`` statement inside the hot
-# function would cost a module-lock round trip on every call).
-_BACKEND_RUNNERS: dict[str, Callable[..., Any]] = {}
+# -------------------------------------------------------------------- contract_expression
+class ContractExpression:
+    """A contraction compiled for fixed operand shapes; call it with operands of those shapes.
+
+    Built by `contract_expression`.  ``plan`` and ``schedule`` are what runs (the same objects
+    `contract` uses), ``output_shape`` the result's shape; ``explain()`` reports it.  One
+    expression serves numpy, JAX and torch operands (each compiled on first use).
+
+    >>> import numpy as np
+    >>> expr = contract_expression('Wij,Wjk->Wik', (5, 2, 3), (5, 3, 4))
+    >>> expr.output_shape, float(expr(np.ones((5, 2, 3)), np.ones((5, 3, 4)))[0, 0, 0])
+    ((5, 2, 4), 3.0)
+    """
+
+    def __init__(self, subscripts: str, shapes: tuple[tuple[int, ...], ...],
+                 supplements: tuple[tuple[str, int], ...], optimize: Any) -> None:
+        _check_subscripts(subscripts)
+        self.subscripts = subscripts
+        self.shapes = shapes
+        self.supplements = supplements
+        self.optimize = optimize
+        self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize)
+        self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return self.plan.output_shape
+
+    def __repr__(self) -> str:
+        given = "".join(f", len_{g}={n}" for g, n in self.supplements)
+        shapes = ", ".join(map(str, self.shapes))
+        return f"<ContractExpression {self.subscripts!r} {shapes}{given} -> {self.output_shape}>"
+
+    def explain(self, backend: str = "numpy") -> str:
+        """The `explain` report of this expression (for ``backend``'s schedule)."""
+        return explain(self.subscripts, *self.shapes, optimize=self.optimize, backend=backend,
+                       **{f"len_{g}": n for g, n in self.supplements})
+
+    def __call__(self, *operands: Any, precision: Any = None,
+                 preferred_element_type: Any = None) -> Any:
+        if len(operands) == len(self.shapes) and preferred_element_type is None:
+            for op, shape in zip(operands, self.shapes):
+                if type(op) is not _ndarray or op.shape != shape:
+                    break
+            else:
+                return self._numpy(*operands)
+        backend = backend_for(operands)
+        arrays = _as_operands(operands, backend)
+        shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
+        if shapes != self.shapes:
+            raise SizeMismatchError(
+                f"this expression for {self.subscripts!r} was built for operand shapes "
+                f"{', '.join(map(str, self.shapes))} but was called with "
+                f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
+                "contract")
+        options = BackendOptions(precision, preferred_element_type)
+        return _runner(backend, self.subscripts, self.shapes, self.supplements, self.optimize,
+                       options)(*arrays)
 
 
-def _load_backend(framework: str) -> Callable[..., Any]:
-    run: Callable[..., Any]
-    if framework == "jax":
-        from .backends.jax_backend import contract_jax as run
-    else:
-        from .backends.torch_backend import contract_torch as run  # type: ignore[no-redef]
-    _BACKEND_RUNNERS[framework] = run
-    return run
+def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any = "auto",
+                        **len_groups: int) -> ContractExpression:
+    """Plan, schedule and compile a contraction once for these operand shapes.
+
+    The familiar opt_einsum/cotengra convention: the returned `ContractExpression` is called
+    with operands of exactly these shapes (numpy, JAX or torch) and skips every lookup.
+
+    >>> import numpy as np
+    >>> expr = contract_expression('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1)
+    >>> expr.schedule.path, expr(np.ones((3, 2, 5)), np.ones((3, 2, 4))).shape
+    (((0, 1),), (2, 4, 5))
+    """
+    return ContractExpression(subscripts, _checked_shapes(shapes, "contract_expression"),
+                              normalise_supplements(len_groups), normalise_optimize(optimize))
 
 
-# ------------------------------------------------------------------ introspection
-def _shapes_or_ndims(items: Sequence[Any]) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[int, ...]]:
-    """Split explain/expand arguments into (shapes or None, ndims)."""
-    ndims = shape_ndims(items)
-    if all(not isinstance(i, int) for i in items):
-        shapes = tuple(tuple(int(d) for d in (i.shape if hasattr(i, "shape") else i)) for i in items)
-        return shapes, ndims
-    return None, ndims
+# ------------------------------------------------------------------------- introspection
+def _checked_shapes(items: Sequence[Any], verb: str) -> tuple[tuple[int, ...], ...]:
+    shapes = []
+    for k, item in enumerate(items):
+        raw = item.shape if hasattr(item, "shape") else item
+        if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) and not hasattr(raw, "__iter__"):
+            raise TypeError(f"{verb}: shape {k} must be a tuple of ints, got {item!r}")
+        shape = []
+        for n in raw:
+            if isinstance(n, bool):
+                raise TypeError(f"{verb}: shape {k} {tuple(raw)!r} has a bool extent")
+            try:
+                n = operator.index(n)
+            except TypeError:
+                raise TypeError(f"{verb}: shape {k} {tuple(raw)!r} has a non-integer extent "
+                                f"{n!r}") from None
+            if n < 0:
+                raise ContractionError(f"{verb}: shape {k} {tuple(raw)!r} has a negative extent")
+            shape.append(n)
+        shapes.append(tuple(shape))
+    return tuple(shapes)
 
 
-def _lengths_only(subscripts: str, ndims: tuple[int, ...],
-                  supplements: tuple[tuple[str, int], ...]):
-    return solve_call(subscripts, ndims, supplements)
+def _shapes_or_ndims(items: Sequence[Any], verb: str
+                     ) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[int, ...]]:
+    """Split explain/expand arguments into (shapes or None, ndims); never a mix."""
+    is_ndim = []
+    for item in items:
+        if isinstance(item, bool):
+            raise TypeError(f"{verb}: an ndim must be an int, not bool ({item!r})")
+        is_ndim.append(not hasattr(item, "shape") and hasattr(item, "__index__"))
+    if items and all(is_ndim):
+        ndims = tuple(operator.index(i) for i in items)
+        if any(n < 0 for n in ndims):
+            raise ContractionError(f"{verb}: ndims must be >= 0, got {ndims}")
+        return None, ndims
+    if any(is_ndim):
+        raise TypeError(f"{verb}: pass one shape (or array) per operand, or one ndim per operand, "
+                        f"not a mix: {list(items)!r}")
+    shapes = _checked_shapes(items, verb)
+    return shapes, tuple(len(s) for s in shapes)
 
 
 def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int) -> str:
@@ -186,33 +319,32 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
     >>> expand_subscripts('Vo,VWo->WVo', (3, 5), (3, 2, 2, 5))
     'Ao,ABCo->BCAo'
     """
-    from .expand import expand
-
     supplements = normalise_supplements(len_groups)
-    shapes, ndims = _shapes_or_ndims(shapes_or_ndims)
+    shapes, ndims = _shapes_or_ndims(shapes_or_ndims, "expand_subscripts")
     if shapes is not None:
         return make_plan(subscripts, shapes, supplements).expansion.einsum
-    parsed, lengths = _lengths_only(subscripts, ndims, supplements)
+    parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
     return expand(parsed, lengths).einsum
 
 
-def explain(subscripts: str, *shapes_or_operands: Any, **len_groups: int) -> str:
-    """A human-readable report of how ``subscripts`` is solved, expanded and planned.
+def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
+            backend: str | None = None, **len_groups: int) -> str:
+    """A report of how ``subscripts`` is solved, expanded, scheduled and run.
 
-    With shapes (or arrays) it includes the extents, the contraction path and its FLOP
-    count; with bare ndims (ints) it stops at the expansion.
+    With shapes (or arrays) it includes the extents and the schedule the backend would run:
+    its strategy, the pairwise path in ``optimize=`` form, each step with its kernel and
+    modelled cost, the FLOP count and the largest intermediate.  The backend is the operands'
+    (with arrays) or ``backend`` (``'numpy'`` by default); with bare ndims (ints) the report
+    stops at the expansion.
 
     >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
     subscripts      'WCo,WCa->Cao'
     ...
+    path            [(0, 1)]
+    ...
     """
-    import opt_einsum
-
-    from .expand import expand
-
     supplements = normalise_supplements(len_groups)
-    shapes, ndims = _shapes_or_ndims(shapes_or_operands)
-    parsed = parse(subscripts)
+    shapes, ndims = _shapes_or_ndims(shapes_or_operands, "explain")
     info = identifiability(subscripts, [g for g, _ in supplements])
     lines = [f"subscripts      {subscripts!r}"]
     alone = identifiability(subscripts).describe()
@@ -227,23 +359,36 @@ def explain(subscripts: str, *shapes_or_operands: Any, **len_groups: int) -> str
                                        if runs else "none"))
     plan: Plan | None = None
     if shapes is not None:
-        plan = make_plan(subscripts, shapes, supplements)
+        opt = normalise_optimize(optimize)
+        plan, schedule = _planned(subscripts, shapes, supplements, opt)
         exp, lengths = plan.expansion, plan.lengths
     else:
-        parsed, lengths = _lengths_only(subscripts, ndims, supplements)
+        parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
         exp = expand(parsed, lengths)
     lines.append("groups")
     for (g, labels), n in zip(exp.group_labels, lengths):
-        syms = "".join(exp.symbols[l] for l in labels) or "-"
-        ext = f" extents {tuple(plan.extents[l] for l in labels)}" if plan is not None else ""
+        syms = "".join(exp.symbols[lab] for lab in labels) or "-"
+        ext = f" extents {tuple(plan.extents[lab] for lab in labels)}" if plan is not None else ""
         lines.append(f"  {g}: {n} ax{'is' if n == 1 else 'es'} -> {syms}{ext}")
     lines.append(f"expanded        {exp.einsum!r}")
-    if plan is not None:
-        lines.append(f"output shape    {plan.output_shape}")
-        path, info_path = opt_einsum.contract_path(exp.einsum, *plan.shapes, shapes=True,
-                                                  optimize="auto")
-        lines.append(f"path            {path}")
-        lines.append(f"FLOPs           {int(info_path.opt_cost):,} (naive single einsum: "
-                     f"{int(info_path.naive_cost):,})")
-        lines.append(f"largest interm. {int(info_path.largest_intermediate):,} elements")
+    if plan is None:
+        return "\n".join(lines)
+    if backend is not None:
+        chosen = backend_named(backend)
+    elif any(hasattr(item, "shape") for item in shapes_or_operands):
+        chosen = backend_for(shapes_or_operands)
+    else:
+        chosen = _NUMPY
+    module = load(chosen)
+    runs_steps = getattr(module, "RUNS_SCHEDULE_STEPS", False)
+    lines.append(f"output shape    {plan.output_shape}")
+    strategy = f"{schedule.strategy}, " if runs_steps else ""
+    lines.append(f"backend         {chosen.name} ({strategy}optimize={schedule.optimizer!r})")
+    lines.append(f"path            {[tuple(p) for p in schedule.path]}")
+    lines.append("schedule")
+    lines.extend("  " + line for line in module.describe(plan, schedule, _DEFAULT_OPTIONS))
+    lines.append(f"FLOPs           {schedule.flops:,} (naive single einsum: {schedule.naive_flops:,})")
+    lines.append(f"largest interm. {schedule.largest_intermediate:,} elements")
+    if runs_steps and schedule.strategy == "pairwise":
+        lines.append(f"modelled time   {schedule.cost_ns / 1e3:.3g} us (numpy time model)")
     return "\n".join(lines)

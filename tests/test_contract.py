@@ -158,7 +158,7 @@ def test_underdetermined_call_raises_without_supplement():
 
 def test_unknown_keyword_is_type_error_naming_the_len_form():
     with pytest.raises(TypeError, match=r"len_<G>=n"):
-        contract("Wa->W", randn(2, 3), optimize=True)
+        contract("Wa->W", randn(2, 3), optimise=True)
     with pytest.raises(TypeError, match="not bool"):
         contract("Wa->W", randn(2, 3), len_W=True)
     with pytest.raises(TypeError, match="int number of axes"):
@@ -180,12 +180,12 @@ def test_warm_calls_reuse_the_cached_plan():
 
     a = randn(2, 3)
     contract("Wa->W", a)
-    misses = api._numpy_runner.cache_info().misses
+    misses = api._compiled.cache_info().misses
     assert api._HOT[("Wa->W", (2, 3))] is not None
     contract("Wa->W", randn(2, 3))
     contract("WCo,WCa->Cao", randn(11, 3, 5), randn(11, 3, 4), len_W=1)  # a signature no other test uses
     contract("WCo,WCa->Cao", randn(11, 3, 5), randn(11, 3, 4), len_W=1)
-    assert api._numpy_runner.cache_info().misses == misses + 1  # only the new signature planned
+    assert api._compiled.cache_info().misses == misses + 1  # only the new signature planned
 
 
 def test_hot_cache_does_not_let_bool_or_float_supplements_through():

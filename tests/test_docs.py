@@ -5,18 +5,22 @@
   namespace. A block whose first line starts with ``>>>`` is run as a doctest (its printed
   output and exception messages are compared, with ELLIPSIS and NORMALIZE_WHITESPACE so long
   messages may wrap); any other block is executed as a script and checks itself with
-  ``assert``. A block preceded by the line ``<!-- no-run -->`` is skipped, and so is a block
-  that imports jax or torch when that framework is not installed.
+  ``assert``. A block preceded by the line ``<!-- no-run -->`` is skipped.
+- A block that imports jax or torch when that framework is not installed is skipped, and so is
+  every later block of the file that uses a name only a skipped block defined; the other blocks
+  still run, and the file's test then reports a skip naming what was left out and why.
 - The docstring examples of the engine's modules pass ``doctest.testmod`` (what
   ``python -m doctest`` runs).
 """
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import importlib.util
 import re
+import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
@@ -37,6 +41,11 @@ ENGINE_MODULES = (
     "contractions.solver",
     "contractions.expand",
     "contractions.plan",
+    "contractions.schedule",
+    "contractions.matmul_model",
+    "contractions.backends",
+    "contractions.backends.compile",
+    "contractions.backends.numpy_backend",
     "contractions.api",
     "contractions.errors",
 )
@@ -117,28 +126,94 @@ def run_block(block: CodeBlock, namespace: dict) -> None:
 def _missing_frameworks(block: CodeBlock) -> list[str]:
     wanted = [name for name in OPTIONAL_FRAMEWORKS
               if re.search(rf"^\s*(?:>>>\s*)?(?:import|from)\s+{name}\b", block.code, re.MULTILINE)]
-    return [name for name in wanted if importlib.util.find_spec(name) is None]
+    return [name for name in wanted if _absent(name)]
 
 
-def run_markdown(path: Path) -> int:
-    """Run every runnable python block of ``path`` in one namespace; return how many ran.
+def _absent(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):  # a parent package hidden or broken
+        return True
 
-    A block importing jax or torch when that framework is not installed is skipped on its own
-    (with a warning) and the rest still run, so later blocks must not depend on its names.
+
+def _source(block: CodeBlock) -> str:
+    """The block's Python source (a doctest block's ``>>>`` examples, joined)."""
+    if block.is_doctest:
+        return "".join(ex.source for ex in doctest.DocTestParser().get_examples(block.code))
+    return block.code
+
+
+def _names(block: CodeBlock) -> tuple[set[str], set[str]]:
+    """(names the block binds, names it reads before binding them itself), from its AST.
+
+    Statement by statement, so ``import torch`` then ``torch.ones(2)`` in one block reads
+    nothing from earlier blocks. Deliberately coarse inside a statement (a name bound
+    anywhere in it counts as bound): good enough to tell which blocks lean on a skipped one.
+    """
+    try:
+        tree = ast.parse(_source(block))
+    except SyntaxError:
+        return set(), set()
+    bound: set[str] = set()
+    free: set[str] = set()
+    for statement in tree.body:
+        binds: set[str] = set()
+        reads: set[str] = set()
+        updated: set[str] = set()  # `s += 1` reads s before binding it
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name):
+                (reads if isinstance(node.ctx, ast.Load) else binds).add(node.id)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                updated.add(node.target.id)
+            elif isinstance(node, ast.alias):
+                binds.add(node.asname or node.name.split(".")[0])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                binds.add(node.name)
+            elif isinstance(node, ast.arg):
+                binds.add(node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                binds.add(node.name)
+        free |= (reads - bound - binds) | (updated - bound)
+        bound |= binds
+    return bound, free
+
+
+@dataclass(frozen=True)
+class MarkdownRun:
+    """What `run_markdown` did: how many blocks ran, and each skipped block with its reason."""
+
+    ran: int
+    skipped: tuple[str, ...]
+
+
+def run_markdown(path: Path) -> MarkdownRun:
+    """Run every runnable python block of ``path`` in order, in one namespace.
+
+    A block importing a framework that is not installed (`OPTIONAL_FRAMEWORKS`) is skipped,
+    and so is every later block that reads a name only skipped blocks bound (until a block
+    that ran binds it again); the other blocks still run. Each skip is also warned about.
     """
     namespace: dict = {"__name__": f"docs_{path.stem}"}
     ran = 0
+    skipped: list[str] = []
+    unavailable: set[str] = set()  # names bound only by skipped blocks
     for block in python_blocks(path):
         if not block.runnable:
             continue
+        bound, free = _names(block)
         missing = _missing_frameworks(block)
-        if missing:
-            warnings.warn(f"{block.label()} skipped: needs {', '.join(missing)}, not installed",
-                          stacklevel=2)
+        leaned_on = sorted(free & unavailable)
+        if missing or leaned_on:
+            reason = (f"needs {', '.join(missing)}, not installed" if missing else
+                      f"uses {', '.join(leaned_on)} from a skipped block")
+            skipped.append(f"{block.label()} {reason}")
+            warnings.warn(f"{block.label()} skipped: {reason}", stacklevel=2)
+            unavailable |= bound
             continue
         run_block(block, namespace)
+        unavailable -= bound
         ran += 1
-    return ran
+    return MarkdownRun(ran, tuple(skipped))
 
 
 def documentation_files() -> list[Path]:
@@ -151,7 +226,10 @@ def documentation_files() -> list[Path]:
 @pytest.mark.parametrize("path", documentation_files(),
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_markdown_python_blocks_run(path: Path) -> None:
-    run_markdown(path)
+    result = run_markdown(path)
+    if result.skipped:
+        pytest.skip(f"{result.ran} blocks ran; skipped (a framework is missing): "
+                    + "; ".join(result.skipped))
 
 
 @pytest.mark.parametrize("name", ["dialect.md", "solver.md", "api.md"])
@@ -207,7 +285,7 @@ def test_extractor_finds_blocks_languages_lines_and_no_run_marker(tmp_path: Path
     assert [(b.language, b.first_line, b.runnable) for b in blocks] == [
         ("python", 4, True), ("python", 10, False), ("bash", 14, True), ("py", 18, True)]
     assert blocks[3].code == ">>> x + 1\n2\n" and blocks[3].is_doctest
-    assert run_markdown(page) == 2  # the no-run block would have raised
+    assert run_markdown(page) == MarkdownRun(2, ())  # the no-run block would have raised
 
 
 def test_blocks_share_one_namespace_and_failures_name_the_line(tmp_path: Path) -> None:
@@ -232,7 +310,7 @@ def test_doctest_blocks_compare_wrapped_exception_messages(tmp_path: Path) -> No
         "```python\n>>> raise ValueError('a long message that the page wraps')\n"
         "Traceback (most recent call last):\n    ...\nValueError: a long message\n"
         "    that the page wraps\n```\n", encoding="utf-8")
-    assert run_markdown(page) == 1
+    assert run_markdown(page).ran == 1
     page.write_text(
         "```python\n>>> raise ValueError('the real message')\n"
         "Traceback (most recent call last):\n    ...\nValueError: a different message\n```\n",
@@ -248,4 +326,94 @@ def test_block_needing_an_absent_framework_is_skipped_alone(tmp_path: Path, monk
     page.write_text("```python\nimport not_an_installed_framework_xyz\n```\n\n"
                     "```python\n>>> 2 + 2\n4\n```\n", encoding="utf-8")
     with pytest.warns(UserWarning, match="not_an_installed_framework_xyz, not installed"):
-        assert run_markdown(page) == 1
+        result = run_markdown(page)
+    assert result.ran == 1 and len(result.skipped) == 1
+    assert result.skipped[0].endswith("page.md:2 needs not_an_installed_framework_xyz, not installed")
+
+
+LEANING_PAGE = """\
+```python
+import fake_framework_xyz as ff
+x = ff.ones(3)
+```
+
+```python
+y = x + 1          # leans on the skipped block: skipped too
+```
+
+```python
+>>> ff.zeros(2)    # so does this doctest
+```
+
+```python
+import numpy as np
+z = np.ones(2)     # independent: runs
+```
+
+```python
+x = 5              # binds x again, from a block that ran ...
+```
+
+```python
+assert x == 5      # ... so this one runs
+assert z.sum() == 2
+```
+"""
+
+
+def test_blocks_leaning_on_a_skipped_block_are_skipped_too(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_FRAMEWORKS", ("fake_framework_xyz",))
+    page = tmp_path / "page.md"
+    page.write_text(LEANING_PAGE, encoding="utf-8")
+    with pytest.warns(UserWarning):
+        result = run_markdown(page)
+    assert result.ran == 3
+    assert [r.split("page.md:")[1] for r in result.skipped] == [
+        "2 needs fake_framework_xyz, not installed",
+        "7 uses x from a skipped block",
+        "11 uses ff from a skipped block",
+    ]
+
+
+def test_a_page_with_skipped_blocks_is_reported_as_skipped(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_FRAMEWORKS", ("fake_framework_xyz",))
+    page = tmp_path / "page.md"
+    page.write_text(LEANING_PAGE, encoding="utf-8")
+    with pytest.warns(UserWarning), pytest.raises(pytest.skip.Exception,
+                                                  match="3 blocks ran; skipped .*fake_framework_xyz"):
+        test_markdown_python_blocks_run(page)
+
+
+def test_names_are_read_statement_by_statement() -> None:
+    block = CodeBlock(Path("page.md"), "python",
+                      "import torch.nn as nn\nfrom a import b\nnn.f(b, c)\nfor i in r: s += i\n"
+                      "def f(u):\n    return u + v\n", 1, True)
+    bound, free = _names(block)
+    assert bound == {"nn", "b", "i", "s", "f", "u"}
+    assert free == {"c", "r", "s", "v"}
+
+
+@pytest.mark.parametrize("hidden", ["torch", "jax"])
+def test_docs_skip_rather_than_fail_when_a_framework_is_hidden(hidden: str) -> None:
+    """With one framework made unimportable, every page passes or skips with a reason naming it."""
+    if _absent("jax" if hidden == "torch" else "torch"):
+        pytest.skip("needs the other framework installed, so that its blocks run")
+    # A finder that refuses the framework, as if it were not installed (nothing lands in
+    # sys.modules, unlike the `sys.modules[name] = None` idiom).
+    code = ("import sys\n"
+            "class Hide:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.partition('.')[0] == {hidden!r}:\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Hide())\n"
+            "import pytest\n"
+            "raise SystemExit(pytest.main(['-q', '-rs', '-p', 'no:cacheprovider', '-W', "
+            "'ignore::DeprecationWarning', "
+            "'tests/test_docs.py::test_markdown_python_blocks_run[docs/transforms.md]', "
+            "'tests/test_docs_transforms.py']))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert re.search(rf"SKIPPED .*docs/transforms\.md.* needs {hidden}, not installed", out), out
+    assert " failed" not in out and " passed" in out, out

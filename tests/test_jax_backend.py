@@ -1,4 +1,5 @@
-"""JAX backend: the traced program is the hand-expanded jnp.einsum, eager calls hit a cache,
+"""JAX backend: the traced program is the hand-expanded jnp.einsum along the path the schedule
+reports (and `explain` prints), eager calls hit a cache,
 precision / preferred_element_type / dtypes pass through, > 52 axes, mixed numpy + jax,
 and jax is never imported for a caller who did not import it."""
 
@@ -16,9 +17,9 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp
 
-from contractions import contract, expand_subscripts, expansion
+from contractions import contract, contract_expression, expand_subscripts
 from contractions.backends import jax_backend
-from contractions.backends.jax_backend import contract_jax, jitted_einsum
+from contractions.backends.jax_backend import jitted_einsum
 
 from ._references import loop_reference
 
@@ -61,9 +62,10 @@ def test_lowered_program_equals_hand_expanded_einsum(subscripts, shapes, supp, h
         return contract(subscripts, *xs, **supp)
 
     ours = lowered_text(f, *ops)
+    path = list(contract_expression(subscripts, *shapes, **supp).schedule.path)
 
     def f(*xs):
-        return jnp.einsum(hand, *xs)
+        return jnp.einsum(hand, *xs, optimize=path)
 
     theirs = lowered_text(f, *ops)
     assert stablehlo_ops(ours) == stablehlo_ops(theirs)
@@ -100,20 +102,19 @@ def test_closed_over_concrete_operands_inside_jit_are_inlined():
 
 
 # --------------------------------------------------------------------- eager cache
-def test_eager_call_uses_cached_jitted_function(monkeypatch):
-    exp = expansion("WCa,Cab->WCb", {"W": 1, "C": 1})
+def test_eager_call_uses_cached_jitted_function():
     x, y = jnp.asarray(randn(4, 2, 3)), jnp.asarray(randn(2, 3, 5))
     jitted_einsum.cache_clear()
-    first = contract_jax(exp, (x, y))
+    first = contract("WCa,Cab->WCb", x, y)
     info = jitted_einsum.cache_info()
     assert (info.misses, info.currsize) == (1, 1)
-    second = contract_jax(exp, (x * 2, y))
-    assert jitted_einsum.cache_info().hits == 1
+    second = contract("WCa,Cab->WCb", x * 2, y)
+    assert jitted_einsum.cache_info().currsize == 1   # the same compiled function served both
     np.testing.assert_allclose(first, np.einsum("ABa,Bab->ABb", np.asarray(x), np.asarray(y)),
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(second, 2 * np.asarray(first), rtol=1e-5, atol=1e-5)
     # A different precision is a different cache entry; the results agree.
-    third = contract_jax(exp, (x, y), precision="highest")
+    third = contract("WCa,Cab->WCb", x, y, precision="highest")
     assert jitted_einsum.cache_info().currsize == 2
     np.testing.assert_allclose(third, first, rtol=1e-5, atol=1e-5)
     assert jitted_einsum.cache_info().maxsize == jax_backend.EAGER_CACHE_SIZE
@@ -133,18 +134,18 @@ def test_eager_call_does_not_replan_with_jnp_einsum(monkeypatch):
 
 def test_eager_unhashable_precision_fails_like_jnp_einsum():
     """An unhashable precision is not cached; jnp.einsum's own error reaches the caller."""
-    exp = expansion("Wa,ab->Wb", {"W": 1})
     x, y = jnp.asarray(randn(3, 4)), jnp.asarray(randn(4, 5))
     with pytest.raises(ValueError, match="Non-hashable") as theirs:
         jnp.einsum("Aa,ab->Ab", x, y, precision=["highest", "highest"])
     with pytest.raises(type(theirs.value), match="Non-hashable"):
-        contract_jax(exp, (x, y), precision=["highest", "highest"])  # a list: unhashable
+        contract("Wa,ab->Wb", x, y, precision=["highest", "highest"])  # a list: unhashable
 
 
 def test_eager_result_is_bit_identical_to_eager_jnp_einsum():
     x, c, z = (jnp.asarray(randn(*s)) for s in [(4, 2, 3), (2, 3, 5, 6), (4, 2, 5)])
     ours = contract("WCa,Caib,WCi->WCb", x, c, z)
-    theirs = jnp.einsum("ABa,Baib,ABi->ABb", x, c, z)
+    path = contract_expression("WCa,Caib,WCi->WCb", x.shape, c.shape, z.shape).schedule.path
+    theirs = jnp.einsum("ABa,Baib,ABi->ABb", x, c, z, optimize=list(path))
     assert ours.dtype == theirs.dtype
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
 

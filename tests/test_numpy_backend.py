@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contractions.backends.numpy_backend import (
-    DIRECT_MAX_NAIVE_COST,
     NumpyProgram,
     build_program,
     build_program_with,
 )
+from contractions.schedule import DIRECT_MAX_NAIVE_COST
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 STRATEGIES = ("direct", "pairwise")
@@ -186,8 +186,11 @@ def test_mid_size_batched_contraction_runs_on_matmul():
     shapes = ((16, 32, 32, 3), (16, 32, 32))
     program = build_program(inputs, output, shapes)
     assert program.strategy == "pairwise"
-    assert any("sum private" in step for step in program.steps)
-    assert any(step.startswith("step 1: matmul") for step in program.steps)
+    prep_x, prep_y = program.schedule.preparations
+    assert prep_x.sum_axes == (3,) and prep_x.labels == inputs[0][:3]   # p summed before pairing
+    assert prep_y.is_identity
+    (step,) = program.schedule.steps
+    assert step.kernel == "matmul" and step.batch == (inputs[0][0],) and step.contract == (inputs[0][2],)
     arrays = random_arrays(shapes)
     assert_matches(program(*arrays), np.einsum("bijp,bjk->bik", *arrays))
 
@@ -210,7 +213,7 @@ def test_program_is_frozen():
     program = build_program(((0,),), (0,), ((3,),))
     assert isinstance(program, NumpyProgram)
     with pytest.raises(AttributeError):
-        program.strategy = "direct"  # type: ignore[misc]
+        program.schedule = None  # type: ignore[misc]
 
 
 def test_build_program_with_rejects_unknown_strategy_and_direct_past_52_labels():

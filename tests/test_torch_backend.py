@@ -17,12 +17,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.autograd.forward_ad as fwAD
 
-from contractions import contract, expand_subscripts, expansion
-from contractions.backends.torch_backend import (
-    contract_labelled,
-    contract_torch,
-    torch_dtype,
-)
+from contractions import contract, expand_subscripts, make_plan, make_schedule
+from contractions.backends import BackendOptions, torch_backend
+from contractions.backends.torch_backend import contract_labelled, torch_dtype
 
 from ._references import loop_reference
 
@@ -66,9 +63,10 @@ def test_contract_on_tensors_matches_numpy(subscripts, shapes, supp, ref):
     close(out, np.einsum(ref, *(o.numpy() for o in ops)))
 
 
-def test_backend_entry_point_with_the_lead_expansion():
-    exp = expansion(TT, {"W": 1, "C": 1})
-    close(contract_torch(exp, (X, CORES, Z)), np.einsum("wca,caib,wci->wcb", X, CORES, Z))
+def test_backend_interface_compiles_the_schedule():
+    plan = make_plan(TT, (tuple(X.shape), tuple(CORES.shape), tuple(Z.shape)), ())
+    run = torch_backend.compile(plan, make_schedule(plan, "greedy"), BackendOptions())
+    close(run(X, CORES, Z), np.einsum("wca,caib,wci->wcb", X, CORES, Z))
 
 
 def test_inputs_are_not_modified():

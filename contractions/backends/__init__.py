@@ -1,6 +1,171 @@
-"""Execution backends.  Each is imported only when operands of its framework are seen.
+"""The backend registry: which library owns an operand, and how to compile for it.
 
-- `numpy_backend`: BLAS-aware pairwise planner/executor on integer axis labels.
-- `jax_backend`: one ``jnp.einsum`` on the expanded string (no reshapes: shardable).
-- `torch_backend`: ``torch.einsum`` on the expanded string.
+A backend is one module with two functions, ``compile(plan, schedule, options)`` returning a
+callable and ``describe(plan, schedule, options)`` returning the lines ``explain`` prints, plus
+one `Backend` entry here saying which operands it owns.  An entry names the framework module
+that must already be imported (``sys.modules`` only: no framework is ever imported for a
+caller who did not import it) and an ``owns(operand)`` test run only once that module is
+loaded.  The answer is cached per operand type.  dev/internals.md ("Adding a backend") walks
+through it.
+
+>>> import numpy as np
+>>> backend_for([np.ones(2), [1.0, 2.0]]).name
+'numpy'
 """
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Backend",
+    "BackendOptions",
+    "backend_for",
+    "backend_named",
+    "load",
+    "register_backend",
+    "registered_backends",
+]
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Keyword options passed through to a backend (hashable when the values are)."""
+
+    precision: Any = None
+    preferred_element_type: Any = None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One registry entry.
+
+    ``framework``: the top-level module that must be in ``sys.modules`` before ``owns`` is
+    asked (``None``: always available); ``owns(operand)``: does this backend run on it;
+    ``module``: the import path of the module with ``compile`` and ``describe``.
+    """
+
+    name: str
+    framework: str | None
+    owns: Callable[[Any], bool]
+    module: str
+
+
+def _is_jax(op: Any) -> bool:
+    return isinstance(op, sys.modules["jax"].Array)  # tracers included (an instance check)
+
+
+def _is_torch(op: Any) -> bool:
+    return isinstance(op, sys.modules["torch"].Tensor)
+
+
+_REGISTRY: list[Backend] = [
+    Backend("jax", "jax", _is_jax, "contractions.backends.jax_backend"),
+    Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend"),
+]
+_NUMPY = Backend("numpy", None, lambda op: isinstance(op, np.ndarray),
+                 "contractions.backends.numpy_backend")
+_BY_TYPE: dict[type, Backend | None] = {np.ndarray: _NUMPY}
+_LOCK = threading.Lock()
+
+
+def register_backend(backend: Backend) -> None:
+    """Add (or replace, by name) a backend; it is asked before the built-in ones."""
+    with _LOCK:
+        _REGISTRY[:] = [backend] + [b for b in _REGISTRY if b.name != backend.name]
+        _BY_TYPE.clear()
+        _BY_TYPE[np.ndarray] = _NUMPY
+
+
+def registered_backends() -> tuple[Backend, ...]:
+    """Every backend, numpy last (it takes whatever no other backend owns)."""
+    return (*_REGISTRY, _NUMPY)
+
+
+def backend_named(name: str) -> Backend:
+    """The backend called ``name`` (``'numpy'``, ``'jax'``, ``'torch'``, ...)."""
+    for backend in registered_backends():
+        if backend.name == name:
+            return backend
+    known = ", ".join(b.name for b in registered_backends())
+    raise ValueError(f"no backend named {name!r}; registered: {known}")
+
+
+def _owner(op: Any) -> Backend | None:
+    kind = type(op)
+    try:
+        return _BY_TYPE[kind]
+    except KeyError:
+        pass
+    found = None
+    for backend in _REGISTRY:
+        if backend.framework is None or backend.framework in sys.modules:
+            if backend.owns(op):
+                found = backend
+                break
+    if found is not None or not _maybe_foreign(op):
+        _BY_TYPE[kind] = found  # a type's answer never changes once its library is loaded
+    return found
+
+
+def _maybe_foreign(op: Any) -> bool:
+    """An array of a library that may be lazy or device-resident (never silently converted)."""
+    root = type(op).__module__.partition(".")[0]
+    if root in ("dask", "cupy") or hasattr(op, "__dask_graph__"):
+        return True
+    if hasattr(type(op), "__array_namespace__"):
+        try:
+            namespace = op.__array_namespace__()
+        except Exception:
+            return True
+        return getattr(namespace, "__name__", "").partition(".")[0] != "numpy"
+    return False
+
+
+def _supported() -> str:
+    return "numpy arrays (and lists, tuples, scalars), " + ", ".join(
+        f"{b.name} arrays" for b in _REGISTRY)
+
+
+def backend_for(operands: Sequence[Any]) -> Backend:
+    """The backend that runs a call on ``operands``.
+
+    numpy arrays, Python scalars and nested lists go with any backend (numpy when alone).  An
+    operand that is lazy or lives on a device and that no backend owns (a dask or CuPy array,
+    anything with a non-numpy ``__array_namespace__``) is refused with `TypeError`, never
+    converted; so are operands of two different backends in one call.
+    """
+    found: Backend | None = None
+    for k, op in enumerate(operands):
+        owner = _owner(op)
+        if owner is None or owner is _NUMPY:
+            if owner is None and _maybe_foreign(op):
+                raise TypeError(
+                    f"operand {k} is a {type(op).__module__}.{type(op).__qualname__}, which no "
+                    f"backend runs and which is not converted to numpy behind your back (it may "
+                    f"be lazy or on a device); supported: {_supported()}")
+            continue
+        if found is not None and owner is not found:
+            raise TypeError(
+                f"operands mix {found.name} and {owner.name} arrays (operand {k} is a "
+                f"{type(op).__qualname__}); convert them to one library first")
+        found = owner
+    return found or _NUMPY
+
+
+_MODULES: dict[str, Any] = {}
+
+
+def load(backend: Backend) -> Any:
+    """The backend's module (imported on first use; its framework is already loaded)."""
+    module = _MODULES.get(backend.module)
+    if module is None:
+        module = _MODULES[backend.module] = importlib.import_module(backend.module)
+    return module

@@ -1,0 +1,204 @@
+"""Compile a `Schedule` into a callable, for any array library that offers a few operations.
+
+The pairwise logic exists once, here: numpy runs it with `ArrayOps` built on numpy, torch
+(past 52 axes, or with an explicit ``optimize=``) with the same code on torch functions.
+Compiling builds one closure per preparation and per step, so a call does only arithmetic.
+
+>>> import numpy as np
+>>> from contractions.schedule import schedule_labels
+>>> from contractions.backends.numpy_backend import NUMPY_OPS
+>>> run = compile_schedule(schedule_labels(((0, 1), (1, 2)), (2, 0), ((2, 3), (3, 4)),
+...                                        strategy='pairwise'), NUMPY_OPS)
+>>> x, y = np.ones((2, 3)), np.ones((3, 4))
+>>> run(x, y).tolist() == np.einsum('ij,jk->ki', x, y).tolist()
+True
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..schedule import Finish, Preparation, Schedule, Step, View
+
+__all__ = ["ArrayOps", "compile_schedule"]
+
+Fn = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class ArrayOps:
+    """The array operations a compiled schedule calls; one instance per array library.
+
+    Every operation must keep the dtype of its input (``sum`` included: integer sums stay
+    integer, as in einsum) and return a new array or a view, never modify its input.
+    """
+
+    einsum: Callable[..., Any]            # einsum(subscripts, *arrays); letters a-zA-Z only
+    matmul: Callable[[Any, Any], Any]     # batched, broadcasting over leading axes
+    multiply: Callable[[Any, Any], Any]   # broadcasting elementwise product
+    permute: Callable[[Any, tuple[int, ...]], Any]
+    reshape: Callable[[Any, tuple[int, ...]], Any]
+    diagonal: Callable[[Any, int, int], Any]   # diagonal of two axes, appended last
+    sum: Callable[[Any, tuple[int, ...]], Any]
+    contiguous: Fn                         # C-contiguous (no copy when it already is)
+    swap_last: Fn                          # swap the last two axes (a view)
+    copy: Fn                               # a fresh copy
+    as_array: Fn                           # einsum's 0-d result as an array of the library
+    common_dtype: Callable[[Sequence[Any]], Any]
+    dtype: Fn
+    astype: Callable[[Any, Any], Any]
+
+
+def _chain(fns: Sequence[Fn]) -> Fn | None:
+    fns = list(fns)
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return fns[0]
+
+    def run(x: Any) -> Any:
+        for fn in fns:
+            x = fn(x)
+        return x
+
+    return run
+
+
+def _view_fn(view: View, ops: ArrayOps) -> Fn:
+    # One closure per case, decided here, so a call pays one Python frame per operand view.
+    perm, shape = view.permutation, view.shape
+    permute, reshape, contiguous, swap = ops.permute, ops.reshape, ops.contiguous, ops.swap_last
+    if view.gather:
+        if perm is None:
+            return lambda x: reshape(contiguous(x), shape)
+        return lambda x: reshape(contiguous(permute(x, perm)), shape)
+    if view.contiguous_first:
+        if perm is None and not view.swap_last:
+            return lambda x: reshape(contiguous(x), shape)
+        if perm is None:
+            return lambda x: swap(reshape(contiguous(x), shape))
+        if not view.swap_last:
+            return lambda x: reshape(permute(contiguous(x), perm), shape)
+        return lambda x: swap(reshape(permute(contiguous(x), perm), shape))
+    if perm is None:
+        return lambda x: reshape(x, shape)
+    if view.swap_last:
+        return lambda x: swap(reshape(permute(x, perm), shape))
+    return lambda x: reshape(permute(x, perm), shape)
+
+
+def _permute(permute: Callable[..., Any], perm: tuple[int, ...], x: Any) -> Any:
+    return permute(x, perm)
+
+
+def _reshape(reshape: Callable[..., Any], shape: tuple[int, ...], x: Any) -> Any:
+    return reshape(x, shape)
+
+
+def _diagonal(diagonal: Callable[..., Any], a: int, b: int, x: Any) -> Any:
+    return diagonal(x, a, b)
+
+
+def _sum(total: Callable[..., Any], axes: tuple[int, ...], x: Any) -> Any:
+    return total(x, axes)
+
+
+def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
+    fns: list[Fn] = []
+    if prep.squeeze is not None:
+        fns.append(functools.partial(_reshape, ops.reshape, prep.squeeze))
+    for a, b in prep.diagonals:
+        fns.append(functools.partial(_diagonal, ops.diagonal, a, b))
+    if prep.sum_axes:
+        fns.append(functools.partial(_sum, ops.sum, prep.sum_axes))
+    return _chain(fns)
+
+
+def _step_fn(step: Step, ops: ArrayOps) -> Callable[[Any, Any], Any]:
+    kernel: Callable[[Any, Any], Any]
+    if step.kernel == "einsum":
+        kernel = functools.partial(ops.einsum, step.einsum)
+    elif step.kernel == "multiply":
+        assert step.x_view is not None and step.y_view is not None
+        vx, vy, multiply = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.multiply
+
+        def kernel(x: Any, y: Any) -> Any:
+            return multiply(vx(x), vy(y))
+
+    else:
+        assert step.x_view is not None and step.y_view is not None
+        vx, vy, matmul, reshape = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.matmul, ops.reshape
+        shape = step.result_shape
+        if step.swap:
+
+            def kernel(x: Any, y: Any) -> Any:
+                return reshape(matmul(vy(y), vx(x)), shape)
+
+        else:
+
+            def kernel(x: Any, y: Any) -> Any:
+                return reshape(matmul(vx(x), vy(y)), shape)
+
+    if not step.sum_x and not step.sum_y:
+        return kernel
+    sum_x, sum_y, total = step.sum_x, step.sum_y, ops.sum
+
+    def summed_first(x: Any, y: Any) -> Any:
+        if sum_x:
+            x = total(x, sum_x)
+        if sum_y:
+            y = total(y, sum_y)
+        return kernel(x, y)
+
+    return summed_first
+
+
+def _finish_fn(finish: Finish, ops: ArrayOps, scalar: bool) -> Fn:
+    fns: list[Fn] = []
+    if finish.permutation is not None:
+        fns.append(functools.partial(_permute, ops.permute, finish.permutation))
+    if scalar:
+        fns.append(ops.as_array)
+    elif finish.reshape:
+        fns.append(functools.partial(_reshape, ops.reshape, finish.shape))
+    if finish.copy:
+        # Only views ran (transposes, diagonals, reshapes): the result would alias an input.
+        fns.append(ops.copy)
+    return _chain(fns) or (lambda z: z)
+
+
+def compile_schedule(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
+    """A callable running ``schedule`` on arrays of the library ``ops`` wraps."""
+    assert schedule.finish is not None
+    scalar = not schedule.output_shape
+    if schedule.strategy == "direct":
+        run = functools.partial(ops.einsum, schedule.einsum)
+        if schedule.finish.copy or scalar:
+            finish = _finish_fn(schedule.finish, ops, scalar)
+            return lambda *arrays: finish(run(*arrays))
+        return run
+
+    preps = tuple(_prep_fn(p, ops) for p in schedule.preparations)
+    steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops)) for s in schedule.steps)
+    finish = _finish_fn(schedule.finish, ops, scalar)
+    common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
+
+    def execute(*arrays: Any) -> Any:
+        dtype = common_dtype(arrays)
+        work = []
+        for array, prep in zip(arrays, preps):
+            if dtype_of(array) != dtype:
+                array = astype(array, dtype)
+            if prep is not None:
+                array = prep(array)
+            work.append(array)
+        for i, j, kernel in steps:
+            y = work.pop(j)
+            x = work.pop(i)
+            work.append(kernel(x, y))
+        return finish(work[0])
+
+    return execute

@@ -1,0 +1,613 @@
+"""Stage 5 of the pipeline: turn a `Plan` into a `Schedule`, the execution as frozen data.
+
+A schedule says exactly what runs, with no arrays involved:
+
+* ``strategy == 'direct'``: one einsum call on ``einsum`` (small problems, where Python
+  overhead would dominate a pairwise run);
+* ``strategy == 'pairwise'``: per operand a `Preparation` (drop size-1 axes, take diagonals,
+  sum the axes no one else needs), then the pairwise `Step` list in opt_einsum's path order
+  (each a batched ``matmul``, a broadcast ``multiply`` or a small relabelled ``einsum``, with
+  the views it needs and its modelled cost), then the `Finish` (final permutation/reshape).
+
+Backends *compile* a schedule (``contractions.backends``); they never re-derive extents,
+letters or paths.  ``path`` is the pairwise order in opt_einsum's list-of-pairs form: it can
+be passed back as ``optimize=`` and is what the JAX backend hands to ``jnp.einsum``.
+
+>>> from contractions.plan import make_plan
+>>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
+>>> s = make_schedule(plan)
+>>> s.strategy, s.path, [step.kernel for step in s.steps]
+('pairwise', ((0, 2), (0, 1)), ['multiply', 'matmul'])
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opt_einsum import paths as _opt_paths
+from opt_einsum.helpers import flop_count as _flop_count
+
+from .errors import ContractionError
+from .matmul_model import (
+    NS_PER_COPIED_ELEMENT,
+    MatmulLayout,
+    best_matmul_layout,
+    size_of,
+)
+from .plan import PLAN_CACHE_SIZE, Plan
+
+__all__ = [
+    "DIRECT_FEW_LABELS",
+    "DIRECT_MAX_NAIVE_COST",
+    "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
+    "EINSUM_LETTERS",
+    "Finish",
+    "Preparation",
+    "Schedule",
+    "Step",
+    "View",
+    "make_schedule",
+    "normalise_optimize",
+    "schedule_labels",
+]
+
+Labels = tuple[int, ...]
+Shape = tuple[int, ...]
+
+#: The letters one einsum call may use (numpy's and torch's einsum know exactly these 52).
+EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+# The direct strategy runs numpy's einsum as ONE nested loop over every distinct label, so its
+# cost is ~ (product of all label extents) x a few ns plus a per-call setup that grows with the
+# number of labels; the pairwise strategy pays ~1-2 us of Python per step but only the pairwise
+# flops.  Chosen by measurement (bench/direct_threshold.py; its docstring has the numbers): on
+# every multi-operand string of the repo's vocabulary, extents grown from 2 until the single
+# call clearly loses, both strategies timed at each of ~1350 points.  "direct iff naive count
+# <= T" costs, in total over all points, 1.062x the per-point best at T=1024; letting T depend
+# on the number of labels -- 4096 up to 7 labels, 512 beyond (einsum's setup is ~1.2 us at 6
+# labels, ~2.5-5 us at 8-9) -- brings it to 1.051x.
+DIRECT_MAX_NAIVE_COST = 4096
+DIRECT_MAX_NAIVE_COST_MANY_LABELS = 512
+DIRECT_FEW_LABELS = 7
+
+# A vector-like step (one side has no free axis) whose per-batch matrix is at most this many
+# multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
+# (measured: (1e4 x 4x16) @ (1e4 x 16) 0.32 ms einsum vs 0.50 ms matmul; 32x32 is a tie).
+EINSUM_VECTOR_STEP_MAX_MACS = 256
+# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above).
+NS_PER_EINSUM_MAC = 0.5
+
+
+# ------------------------------------------------------------------------------ the data
+@dataclass(frozen=True)
+class View:
+    """Present an array with another axis order and shape (a view unless ``gather``).
+
+    Applied in this order: ``contiguous_first`` (make the input C-contiguous, a no-op for
+    C arrays: BLAS needs unit inner strides), ``permutation`` (None: keep the order),
+    ``gather`` (copy into C order), reshape to ``shape``, ``swap_last`` (swap the two last
+    axes: a column-major matrix handed to BLAS with its transpose flag, no copy).
+    """
+
+    permutation: tuple[int, ...] | None
+    shape: Shape
+    gather: bool = False
+    contiguous_first: bool = False
+    swap_last: bool = False
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """How one operand reaches unique, non-trivial labels before any pairing.
+
+    ``squeeze`` reshapes away size-1 axes (a view); each of ``diagonals`` takes the diagonal
+    of two axes (appended last, as ``numpy.diagonal`` does); ``sum_axes`` are summed (labels
+    no other operand and not the output needs).  ``labels`` are the operand's labels after.
+    """
+
+    squeeze: Shape | None
+    diagonals: tuple[tuple[int, int], ...]
+    sum_axes: tuple[int, ...]
+    labels: Labels
+
+    @property
+    def is_identity(self) -> bool:
+        return self.squeeze is None and not self.diagonals and not self.sum_axes
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pairwise contraction.
+
+    ``operands`` are positions in the working list (both removed, the result appended last:
+    opt_einsum's convention).  Each operand first sums ``sum_x``/``sum_y`` (axes nobody needs
+    later), then the ``kernel`` runs:
+
+    * ``'matmul'``: ``matmul(x_view(x), y_view(y))`` (operands swapped when ``swap``), then a
+      reshape to ``result_shape``; ``layout`` is the priced layout it came from;
+    * ``'multiply'``: ``multiply(x_view(x), y_view(y))``, both broadcast to ``result`` order;
+    * ``'einsum'``: one einsum call on the local letter string ``einsum``.
+
+    ``cost_ns`` is the modelled time, ``flops`` opt_einsum's count for the step.
+    """
+
+    operands: tuple[int, int]
+    x_labels: Labels
+    y_labels: Labels
+    sum_x: tuple[int, ...]
+    sum_y: tuple[int, ...]
+    batch: Labels
+    contract: Labels
+    result: Labels
+    result_shape: Shape
+    kernel: str
+    einsum: str | None
+    x_view: View | None
+    y_view: View | None
+    swap: bool
+    layout: MatmulLayout | None
+    cost_ns: float
+    flops: int
+
+    @property
+    def result_size(self) -> int:
+        return math.prod(self.result_shape)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The last touches: permute to output order, reshape (size-1 axes come back), and copy
+    when nothing allocated a fresh array (the result must never alias an input)."""
+
+    permutation: tuple[int, ...] | None
+    shape: Shape
+    reshape: bool
+    copy: bool
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A complete, backend-neutral execution recipe for one shape signature.
+
+    ``inputs``/``output`` are integer labels, ``extents`` maps every label to its extent.
+    ``flops`` counts the scheduled work (steps and preparation sums), ``naive_flops`` that of
+    one einsum loop, ``largest_intermediate`` the biggest array a step creates (elements), and
+    ``cost_ns`` the modelled time.  ``optimizer`` names what chose ``path``.
+    """
+
+    inputs: tuple[Labels, ...]
+    output: Labels
+    shapes: tuple[Shape, ...]
+    output_shape: Shape
+    extents: dict[int, int] = field(compare=False, repr=False)
+    strategy: str = "pairwise"
+    einsum: str | None = None
+    preparations: tuple[Preparation, ...] = ()
+    steps: tuple[Step, ...] = ()
+    path: tuple[tuple[int, ...], ...] = ()
+    finish: Finish | None = None
+    optimizer: str = "auto"
+    flops: int = 0
+    naive_flops: int = 0
+    largest_intermediate: int = 0
+    cost_ns: float = 0.0
+
+
+# ------------------------------------------------------------------------------ optimize=
+#: What ``optimize=`` accepts, normalised: a preset name, ``'direct'`` (one einsum call),
+#: an explicit path (tuple of tuples) or a PathOptimizer instance.
+Optimize = Any
+
+
+def normalise_optimize(optimize: Any) -> Any:
+    """Check an ``optimize=`` value and return a hashable, canonical form.
+
+    Accepted: an opt_einsum preset name (``'auto'``, ``'greedy'``, ``'optimal'``, ``'dp'``,
+    ``'branch-2'``, ``'auto-hq'``, ``'random-greedy'``, ...), ``True`` (``'auto'``), ``False``
+    (one einsum call, no pairwise path), an explicit path (``[(1, 2), (0, 1)]``, optionally
+    led by numpy's ``'einsum_path'``) or an ``opt_einsum.paths.PathOptimizer`` instance (such
+    as cotengra's ``HyperOptimizer``).
+
+    >>> normalise_optimize([(1, 2), [0, 1]])
+    ((1, 2), (0, 1))
+    >>> normalise_optimize(False)
+    'direct'
+    """
+    if optimize is True:
+        return "auto"
+    if optimize is False:
+        return "direct"
+    if isinstance(optimize, str):
+        name = optimize.lower()
+        if name == "direct":
+            return name
+        try:
+            _opt_paths.get_path_fn(name)
+        except KeyError:
+            known = sorted(_opt_paths._PATH_OPTIONS)  # the registry opt_einsum looks names up in
+            raise ValueError(
+                f"optimize={optimize!r} names no path optimizer; use one of {known}, an explicit "
+                "path such as [(0, 1), (0, 1)], an opt_einsum PathOptimizer, or False for one "
+                "einsum call") from None
+        return name
+    if isinstance(optimize, _opt_paths.PathOptimizer):
+        return optimize
+    if isinstance(optimize, (list, tuple)):
+        items = list(optimize)
+        if items and items[0] == "einsum_path":  # numpy's np.einsum_path output
+            items = items[1:]
+        path = []
+        for pair in items:
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence):
+                raise TypeError(f"optimize= path entries must be tuples of operand positions, "
+                                f"got {pair!r} in {optimize!r}")
+            try:
+                path.append(tuple(int(k) for k in pair))
+            except (TypeError, ValueError):
+                raise TypeError(f"optimize= path entries must be tuples of ints, got {pair!r}") from None
+        return tuple(path)
+    raise TypeError(
+        f"optimize= must be a preset name ('auto', 'greedy', 'optimal', 'dp', ...), True/False, "
+        f"an explicit path like [(0, 1)] or an opt_einsum PathOptimizer, not {type(optimize).__name__}")
+
+
+def _optimizer_name(optimize: Any) -> str:
+    if isinstance(optimize, str):
+        return optimize
+    if isinstance(optimize, tuple):
+        return "explicit path"
+    return type(optimize).__name__
+
+
+def _find_path(optimize: Any, terms: list[Labels], output: Labels,
+               extents: dict[int, int]) -> tuple[tuple[int, ...], ...]:
+    if len(terms) == 1:
+        return ((0,),)
+    if isinstance(optimize, tuple):
+        return _checked_path(optimize, len(terms))
+    size_dict = {label: extents[label] for term in terms for label in term}
+    if isinstance(optimize, str):
+        name = "auto" if optimize == "direct" else optimize
+        found = _opt_paths.get_path_fn(name)([frozenset(t) for t in terms], frozenset(output), size_dict)
+    else:
+        # A PathOptimizer (cotengra's among them) gets string indices, as from opt_einsum.
+        sym = {label: _opt_symbol(label) for label in size_dict}
+        found = optimize([tuple(sym[lab] for lab in t) for t in terms],
+                         tuple(sym[lab] for lab in output if lab in sym),
+                         {sym[lab]: n for lab, n in size_dict.items()})
+    return _checked_path(tuple(tuple(int(k) for k in step) for step in found), len(terms))
+
+
+def _opt_symbol(label: int) -> str:
+    from opt_einsum import get_symbol
+
+    return get_symbol(label)
+
+
+def _checked_path(path: tuple[tuple[int, ...], ...], n: int) -> tuple[tuple[int, ...], ...]:
+    """Validate a path in opt_einsum's form against ``n`` operands."""
+    count = n
+    for k, step in enumerate(path):
+        if len(step) == 0 or len(set(step)) != len(step) or any(not 0 <= i < count for i in step):
+            raise ContractionError(
+                f"optimize= path {list(path)} is invalid at entry {k} {step}: with {count} operands "
+                f"left, each entry names distinct positions 0..{count - 1} (contracted operands are "
+                "removed and the result appended last, as in opt_einsum)")
+        count -= len(step) - 1
+    if count != 1:
+        raise ContractionError(
+            f"optimize= path {list(path)} leaves {count} operands uncontracted; it must end with one "
+            f"(for {n} operands, e.g. {[(0, 1)] * (n - 1)})")
+    return path
+
+
+# --------------------------------------------------------------------------- preparation
+def _permutation(current: Sequence[int], wanted: Sequence[int]) -> tuple[int, ...] | None:
+    perm = tuple(current.index(label) for label in wanted)
+    return None if perm == tuple(range(len(perm))) else perm
+
+
+def _einsum_string(inputs: Sequence[Sequence[int]], output: Sequence[int]) -> str | None:
+    """Letter string for integer-labelled terms, or None past 52 distinct labels."""
+    letters: dict[int, str] = {}
+    for term in (*inputs, output):
+        for label in term:
+            if label not in letters:
+                if len(letters) == len(EINSUM_LETTERS):
+                    return None
+                letters[label] = EINSUM_LETTERS[len(letters)]
+    return ",".join("".join(letters[lab] for lab in t) for t in inputs) + "->" + "".join(
+        letters[lab] for lab in output)
+
+
+def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int]) -> Preparation:
+    # Size-1 axes carry nothing: they broadcast against a full extent elsewhere, or the label
+    # is 1 everywhere and the output gets its 1 back from the final reshape.
+    kept = [axis for axis, n in enumerate(shape) if n != 1]
+    squeeze = tuple(shape[a] for a in kept) if len(kept) != len(shape) else None
+    current = [labels[a] for a in kept]
+    diagonals = []
+    while len(set(current)) != len(current):
+        label = next(lab for lab in current if current.count(lab) > 1)
+        first = current.index(label)
+        second = current.index(label, first + 1)
+        diagonals.append((first, second))
+        current = [lab for k, lab in enumerate(current) if k not in (first, second)] + [label]
+    # Axes nobody else needs are summed now, before they inflate a pairwise step.
+    sum_axes = tuple(a for a, lab in enumerate(current) if lab not in needed_elsewhere)
+    current = [lab for a, lab in enumerate(current) if a not in sum_axes]
+    return Preparation(squeeze=squeeze, diagonals=tuple(diagonals), sum_axes=sum_axes,
+                       labels=tuple(current))
+
+
+# ---------------------------------------------------------------------------------- steps
+def _in_order_view(labels: Labels, order: Labels, extents: dict[int, int]) -> View:
+    """View an array with ``labels`` in ``order``; absent labels become size-1 axes."""
+    present = [lab for lab in order if lab in labels]
+    return View(permutation=_permutation(labels, present),
+                shape=tuple(extents[lab] if lab in labels else 1 for lab in order))
+
+
+def _preferred_order(lx: Labels, ly: Labels, kept: set[int], final: Labels | None,
+                     extents: dict[int, int]) -> Labels:
+    """Result order for multiply/einsum steps: the output order on the last step, else the
+    larger operand's order then the other's new labels (streams the big one)."""
+    if final is not None:
+        return final
+    big, small = (lx, ly) if size_of(lx, extents) >= size_of(ly, extents) else (ly, lx)
+    order = [lab for lab in big if lab in kept]
+    order += [lab for lab in small if lab in kept and lab not in order]
+    return tuple(order)
+
+
+def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inner: Labels,
+                 factor: Any, extents: dict[int, int]) -> View:
+    """The view making an operand one matmul factor: ``stack`` then the (outer x inner) matrix."""
+    n_outer, n_inner = size_of(outer, extents), size_of(inner, extents)
+    if factor.copy:
+        return View(permutation=_permutation(labels, lead + outer + inner),
+                    shape=(*stack, n_outer, n_inner), gather=True)
+    # The plan assumes C-ordered operands; anything else (a caller's Fortran array, a diagonal
+    # view) is made contiguous once rather than handed to matmul's slow non-BLAS loop.
+    if factor.transposed:
+        return View(permutation=_permutation(labels, lead + inner + outer),
+                    shape=(*stack, n_inner, n_outer), contiguous_first=True, swap_last=True)
+    return View(permutation=_permutation(labels, lead + outer + inner),
+                shape=(*stack, n_outer, n_inner), contiguous_first=True)
+
+
+def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
+          extents: dict[int, int], final: Labels | None) -> Step:
+    """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
+    x_labels, y_labels = lx, ly
+    # Labels only one side has and nobody needs later are summed first.
+    sum_x = tuple(a for a, lab in enumerate(lx) if lab not in ly and lab not in keep)
+    sum_y = tuple(a for a, lab in enumerate(ly) if lab not in lx and lab not in keep)
+    lx = tuple(lab for a, lab in enumerate(lx) if a not in sum_x)
+    ly = tuple(lab for a, lab in enumerate(ly) if a not in sum_y)
+    shared = set(lx) & set(ly)
+    batch_set = {lab for lab in shared if lab in keep}
+    contract_set = shared - batch_set
+    kept = (set(lx) | set(ly)) - contract_set
+    left = tuple(lab for lab in lx if lab not in shared)
+    right = tuple(lab for lab in ly if lab not in shared)
+    every = tuple(dict.fromkeys(lx + ly))
+    flops = _flop_count(every, bool(contract_set), 2, extents)
+    common = dict(operands=operands, x_labels=x_labels, y_labels=y_labels, sum_x=sum_x,
+                  sum_y=sum_y, flops=flops)
+
+    if not contract_set:
+        # Nothing to sum: an outer/elementwise product of broadcast views.
+        order = _preferred_order(lx, ly, kept, final, extents)
+        shape = tuple(extents[lab] for lab in order)
+        return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
+                    result=order, result_shape=shape, kernel="multiply", einsum=None,
+                    x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
+                    swap=False, layout=None, cost_ns=NS_PER_COPIED_ELEMENT * math.prod(shape))
+
+    layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final)
+    nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
+    needs_copy = layout.left.copy or layout.right.copy
+    vector_like = not left or not right
+    small = nl * nc * nr <= EINSUM_VECTOR_STEP_MAX_MACS
+    letters_ok = len(kept | contract_set) <= len(EINSUM_LETTERS)
+    if letters_ok and vector_like and (needs_copy or small or (not left and not right)):
+        # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
+        # gain on a large single matrix-vector product with a free layout.
+        order = _preferred_order(lx, ly, kept, final, extents)
+        subscripts = _einsum_string((lx, ly), order)
+        assert subscripts is not None
+        shape = tuple(extents[lab] for lab in order)
+        macs = math.prod(extents[lab] for lab in every)
+        return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
+                    result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
+                    y_view=None, swap=False, layout=None, cost_ns=NS_PER_EINSUM_MAC * macs)
+
+    lp, lq = (ly, lx) if layout.swap else (lx, ly)
+    b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
+    ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
+    # Stack axes: batch, the left factor's spread labels, then the right's (each factor has 1s
+    # in the other's spread positions; matmul broadcasts them).
+    left_stack = (*ext(b), *ext(p.spread), *(1 for _ in q.spread))
+    right_stack = (*ext(b), *(1 for _ in p.spread), *ext(q.spread))
+    view_p = _factor_view(lp, b + p.spread, left_stack, p.free, c, p, extents)
+    view_q = _factor_view(lq, b + q.spread, right_stack, c, q.free, q, extents)
+    result = b + p.spread + q.spread + p.free + q.free
+    x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
+    return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
+                kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
+                layout=layout, cost_ns=layout.cost)
+
+
+# ------------------------------------------------------------------------------ schedules
+def _extents_of(inputs: Sequence[Labels], shapes: Sequence[Shape]) -> dict[int, int]:
+    extents: dict[int, int] = {}
+    for labels, shape in zip(inputs, shapes):
+        for label, n in zip(labels, shape):
+            if extents.get(label, 1) == 1:
+                extents[label] = n
+    return extents
+
+
+def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+            output_shape: Shape, extents: dict[int, int], einsum: str,
+            path: tuple[tuple[int, ...], ...], naive: int, optimizer: str) -> Schedule:
+    summed = {lab for term in inputs for lab in term} - set(output)
+    # einsum returns a view for a pure transpose/diagonal of one operand: copy it then.
+    finish = Finish(permutation=None, shape=output_shape, reshape=False,
+                    copy=len(inputs) == 1 and not summed)
+    return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
+                    extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
+                    optimizer=optimizer, flops=naive, naive_flops=naive,
+                    largest_intermediate=0, cost_ns=float(naive))
+
+
+def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+              output_shape: Shape, extents: dict[int, int], optimize: Any,
+              naive: int, einsum: str | None) -> Schedule:
+    # Labels of extent 1 everywhere are dropped from the whole computation; the final reshape
+    # puts their 1s back into the output.
+    surviving = [tuple(lab for lab, n in zip(t, s) if n != 1) for t, s in zip(inputs, shapes)]
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    output_set = set(final_order)
+    preps = []
+    for k, (labels, shape) in enumerate(zip(inputs, shapes)):
+        elsewhere = set(output_set)
+        for other, term in enumerate(surviving):
+            if other != k:
+                elsewhere.update(term)
+        preps.append(_prepare(labels, shape, elsewhere))
+    current = [p.labels for p in preps]
+    fresh = any(p.sum_axes for p in preps)
+    flops = sum(math.prod(extents[lab] for lab in lab_in) for p, lab_in in zip(preps, inputs)
+                if p.sum_axes)
+    path = _find_path(optimize, current, final_order, extents)
+
+    steps: list[Step] = []
+    for contraction in path:
+        positions = sorted(contraction)
+        # A path entry naming more than two operands is folded pairwise.
+        while len(positions) > 1:
+            i, j = positions[0], positions[1]
+            rest = [t for k, t in enumerate(current) if k not in (i, j)]
+            keep = set(output_set).union(*rest) if rest else set(output_set)
+            step = _step((i, j), current[i], current[j], keep, extents,
+                         final_order if not rest else None)
+            steps.append(step)
+            current = rest + [step.result]
+            fresh = True
+            positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
+
+    (labels,) = current
+    finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
+                    reshape=tuple(extents[lab] for lab in final_order) != output_shape,
+                    copy=not fresh)
+    flops += sum(s.flops for s in steps)
+    return Schedule(
+        inputs=inputs, output=output, shapes=shapes, output_shape=output_shape, extents=extents,
+        strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
+        path=path, finish=finish, optimizer=_optimizer_name(optimize), flops=flops,
+        naive_flops=naive, largest_intermediate=max((s.result_size for s in steps), default=0),
+        cost_ns=sum(s.cost_ns for s in steps))
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+                    optimize: Any = "auto", strategy: str | None = None) -> Schedule:
+    """Schedule a contraction given directly as integer labels (cached, pure).
+
+    ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
+    result's; extents must already agree up to size-1 broadcasting (the plan checks that).
+    ``optimize`` must be normalised (`normalise_optimize`).  ``strategy`` forces ``'direct'``
+    or ``'pairwise'`` (for tests and re-measuring the threshold); by default tiny problems
+    run direct unless an explicit path or optimizer was asked for.
+
+    >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
+    'direct'
+    >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4)), strategy='pairwise').path
+    ((0, 1),)
+    """
+    extents = _extents_of(inputs, shapes)
+    output_shape = tuple(extents[lab] for lab in output)
+    distinct = {lab for term in inputs for lab in term}
+    naive = _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
+    einsum = _einsum_string(inputs, output)
+    if strategy not in (None, "direct", "pairwise"):
+        raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
+    if strategy is None:
+        limit = (DIRECT_MAX_NAIVE_COST if len(distinct) <= DIRECT_FEW_LABELS
+                 else DIRECT_MAX_NAIVE_COST_MANY_LABELS)
+        small = math.prod(extents[lab] for lab in distinct) <= limit
+        # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
+        # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
+        wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
+        strategy = "direct" if einsum is not None and wants_direct else "pairwise"
+    if strategy == "direct":
+        if einsum is None:
+            raise ContractionError(
+                f"a single einsum call takes at most {len(EINSUM_LETTERS)} distinct axes; this "
+                f"contraction has {len(distinct)}: use a pairwise optimize= (the default 'auto')")
+        path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
+        path = _find_path(path_by, list(inputs), output, extents)
+        return _direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
+                       "single einsum call")
+    return _pairwise(inputs, output, shapes, output_shape, extents,
+                     "auto" if optimize == "direct" else optimize, naive, einsum)
+
+
+def make_schedule(plan: Plan, optimize: Any = "auto") -> Schedule:
+    """The schedule for a validated `Plan` (cached per plan and ``optimize``).
+
+    >>> from contractions.plan import make_plan
+    >>> plan = make_plan('Wa,Wa->W', ((2, 3), (2, 3)), ())
+    >>> make_schedule(plan).einsum   # local letters, first-appearance order
+    'ab,ab->a'
+    """
+    exp = plan.expansion
+    return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize))
+
+
+def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:
+    """Lines describing a schedule: the strategy, preparation, each step, the finish.
+
+    ``name`` spells a label (``explain`` passes the expansion's symbols).  These are the lines
+    ``explain`` prints; tests compare them with the steps that actually run.
+    """
+    def labels(ls: Sequence[int]) -> str:
+        return "".join(name(lab) for lab in ls) or "-"
+
+    if schedule.strategy == "direct":
+        return [f"one einsum {schedule.einsum!r} (small problem: one C loop beats pairwise steps)"]
+    lines = []
+    for k, prep in enumerate(schedule.preparations):
+        if prep.is_identity:
+            continue
+        parts = []
+        if prep.squeeze is not None:
+            parts.append(f"drop size-1 axes -> {prep.squeeze}")
+        parts += [f"diagonal of axes {a},{b}" for a, b in prep.diagonals]
+        if prep.sum_axes:
+            parts.append(f"sum axes {list(prep.sum_axes)}")
+        lines.append(f"prepare operand {k}: " + "; ".join(parts) + f" -> {labels(prep.labels)}")
+    for n, step in enumerate(schedule.steps, 1):
+        what = {"matmul": "matmul", "multiply": "multiply", "einsum": "einsum"}[step.kernel]
+        detail = f" {step.einsum!r}" if step.kernel == "einsum" else ""
+        if step.kernel == "matmul" and step.layout is not None:
+            lay = step.layout
+
+            def form(f: Any) -> str:
+                return "copy" if f.copy else ("T-view" if f.transposed else "view")
+
+            detail = f" [{form(lay.left)} @ {form(lay.right)}]"
+        lines.append(
+            f"step {n}: {step.operands} {what}{detail} {labels(step.x_labels)},{labels(step.y_labels)}"
+            f"->{labels(step.result)} batch {labels(step.batch)} contract {labels(step.contract)}; "
+            f"result {step.result_shape}; {step.flops:,} FLOPs; model {step.cost_ns / 1e3:.3g} us")
+    fin = schedule.finish
+    if fin is not None and fin.permutation is not None:
+        lines.append(f"finish: transpose {fin.permutation} to output order")
+    return lines
