@@ -381,7 +381,7 @@ def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inne
 
 
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
-          extents: dict[int, int], final: Labels | None) -> Step:
+          extents: dict[int, int], final: Labels | None, use_einsum: bool = True) -> Step:
     """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
     x_labels, y_labels = lx, ly
     # Labels only one side has and nobody needs later are summed first.
@@ -414,7 +414,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     needs_copy = layout.left.copy or layout.right.copy
     vector_like = not left or not right
     small = nl * nc * nr <= EINSUM_VECTOR_STEP_MAX_MACS
-    letters_ok = len(kept | contract_set) <= len(EINSUM_LETTERS)
+    letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     if letters_ok and vector_like and (needs_copy or small or (not left and not right)):
         # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
         # gain on a large single matrix-vector product with a free layout.
@@ -468,7 +468,7 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
 
 def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
               output_shape: Shape, extents: dict[int, int], optimize: Any,
-              naive: int, einsum: str | None) -> Schedule:
+              naive: int, einsum: str | None, use_einsum: bool = True) -> Schedule:
     # Labels of extent 1 everywhere are dropped from the whole computation; the final reshape
     # puts their 1s back into the output.
     surviving = [tuple(lab for lab, n in zip(t, s) if n != 1) for t, s in zip(inputs, shapes)]
@@ -496,7 +496,7 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
             keep = set(output_set).union(*rest) if rest else set(output_set)
             step = _step((i, j), current[i], current[j], keep, extents,
-                         final_order if not rest else None)
+                         final_order if not rest else None, use_einsum)
             steps.append(step)
             current = rest + [step.result]
             fresh = True
@@ -517,14 +517,17 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
-                    optimize: Any = "auto", strategy: str | None = None) -> Schedule:
+                    optimize: Any = "auto", strategy: str | None = None,
+                    use_einsum: bool = True) -> Schedule:
     """Schedule a contraction given directly as integer labels (cached, pure).
 
     ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
     result's; extents must already agree up to size-1 broadcasting (the plan checks that).
     ``optimize`` must be normalised (`normalise_optimize`).  ``strategy`` forces ``'direct'``
     or ``'pairwise'`` (for tests and re-measuring the threshold); by default tiny problems
-    run direct unless an explicit path or optimizer was asked for.
+    run direct unless an explicit path or optimizer was asked for.  ``use_einsum=False``
+    schedules for a library without einsum (the Array API standard has none): pairwise, and
+    every step a ``matmul`` or a ``multiply``.
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
@@ -545,7 +548,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
         # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
         wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
-        strategy = "direct" if einsum is not None and wants_direct else "pairwise"
+        strategy = "direct" if einsum is not None and wants_direct and use_einsum else "pairwise"
     if strategy == "direct":
         if einsum is None:
             raise ContractionError(
@@ -556,11 +559,13 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         return _direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                        "single einsum call")
     return _pairwise(inputs, output, shapes, output_shape, extents,
-                     "auto" if optimize == "direct" else optimize, naive, einsum)
+                     "auto" if optimize == "direct" else optimize, naive, einsum, use_einsum)
 
 
-def make_schedule(plan: Plan, optimize: Any = "auto") -> Schedule:
+def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True) -> Schedule:
     """The schedule for a validated `Plan` (cached per plan and ``optimize``).
+
+    ``use_einsum=False`` avoids einsum entirely (see `schedule_labels`).
 
     >>> from contractions.plan import make_plan
     >>> plan = make_plan('Wa,Wa->W', ((2, 3), (2, 3)), ())
@@ -568,7 +573,8 @@ def make_schedule(plan: Plan, optimize: Any = "auto") -> Schedule:
     'ab,ab->a'
     """
     exp = plan.expansion
-    return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize))
+    return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize),
+                           use_einsum=use_einsum)
 
 
 def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:
