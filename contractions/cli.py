@@ -3,7 +3,7 @@
     contractions demo                  # a short guided tour, checked as it runs
     contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
     contractions explain 'WCo,WCa->Cao' 3x2x5 3x2x4 --len W=1
-    contractions check src/            # lint contract() call sites (exit 1 on problems)
+    contractions check src/            # lint contract() call sites (exit 0 / 1 findings / 2 usage)
     contractions scan src/ --json      # vocabulary and call sites
 """
 
@@ -52,11 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one shape per operand, e.g. 4x2x3 (or #3 for just an ndim)")
     ex.add_argument("--len", dest="supplements", action="append", type=_supplement, default=[],
                     metavar="G=n", help="a group-length supplement, e.g. --len W=2 (repeatable)")
-    ch = sub.add_parser("check", help="lint contract() call sites under PATHs (exit 1 on problems)")
-    ch.add_argument("paths", nargs="+")
-    sc = sub.add_parser("scan", help="list the grouped vocabulary and contract() call sites under PATHs")
-    sc.add_argument("paths", nargs="+")
-    sc.add_argument("--json", action="store_true", help="machine-readable output")
+    from .lint import add_commands
+
+    add_commands(sub)  # check, scan
     return parser
 
 
@@ -87,11 +85,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
-    from .testing.cli_commands import run_check, run_scan
+    from .lint import run_command
 
-    if args.command == "check":
-        return run_check(args.paths)
-    return run_scan(args.paths, as_json=args.json)
+    return run_command(args)  # check, scan
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,18 +1,14 @@
 """Repo-wide pytest configuration.
 
-- Loads the evidence-harness plugin from a source checkout too (when the package is
-  installed, its ``pytest11`` entry point loads it; naming it twice is an error).
+- Loads the evidence-harness plugin, which is opt-in (no ``pytest11`` entry point; see
+  docs/harness.md): it declares the harness's ini options and prints its summary.
 - Refuses a run of the whole suite that collected suspiciously few tests, so a broken
   import or a mis-set ``testpaths`` can never pass CI as "no tests collected".
 """
 
-import importlib.metadata
-
 import pytest
 
-_installed = any(ep.name == "contractions"
-                 for ep in importlib.metadata.entry_points(group="pytest11"))
-pytest_plugins = [] if _installed else ["contractions.testing.plugin"]
+pytest_plugins = ["contractions.testing.plugin"]
 
 # The full suite has well over a thousand tests; far fewer means collection went wrong.
 MINIMUM_FULL_SUITE = 500

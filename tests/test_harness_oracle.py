@@ -1,4 +1,4 @@
-"""The loop oracle and the SPEC §2 run definition, checked against hand-expanded einsums.
+"""The loop oracle and the run definition of docs/solver.md, checked against hand-expanded einsums.
 
 The oracle must be right independently of the library, so its references here are plain
 `np.einsum` calls on strings expanded by hand (one letter per group axis) and explicit loops.
@@ -7,16 +7,27 @@ The oracle must be right independently of the library, so its references here ar
 from __future__ import annotations
 
 import ast
+import doctest
+import importlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from contractions.testing.cases import shape_matrix, split_cases
+import contractions
+import contractions.testing
+from contractions.testing.cases import (
+    ShapeCase,
+    call_site_cases,
+    shape_matrix,
+    sharded_group_shapes,
+    split_case,
+    split_cases,
+)
 from contractions.testing.oracle import (
-    co_travelling_runs,
     loop_contract,
     operand_shapes,
+    runs_by_definition,
     split_terms,
 )
 
@@ -137,7 +148,7 @@ def test_the_oracle_rejects_inconsistent_inputs() -> None:
 @pytest.mark.parametrize(
     ("subscripts", "runs"),
     [
-        ("WKCi,Cio->WKCo", (("W", "K"),)),  # SPEC §2 worked cases
+        ("WKCi,Cio->WKCo", (("W", "K"),)),  # docs/solver.md worked cases
         ("WCo,WCa->Cao", ()),
         ("WCa,KCaib->WKCib", ()),
         ("Cio,WCo->WCi", ()),
@@ -147,14 +158,48 @@ def test_the_oracle_rejects_inconsistent_inputs() -> None:
         ("WKa,WKb->KWab", ()),  # order flips in the output
     ],
 )
-def test_co_travelling_runs_by_definition(subscripts: str, runs: tuple) -> None:
-    assert co_travelling_runs(subscripts) == runs
+def test_runs_by_definition(subscripts: str, runs: tuple) -> None:
+    assert runs_by_definition(subscripts) == runs
+
+
+def test_harness_names_do_not_shadow_engine_names() -> None:
+    # The harness re-derives the engine's answers independently; a public name shared by both
+    # (once `co_travelling_runs`) invites importing the engine's where the harness's is meant.
+    assert not set(contractions.testing.__all__) & set(contractions.__all__)
+    assert not hasattr(contractions.testing, "co_travelling_runs")
+    assert contractions.testing.runs_by_definition is runs_by_definition
 
 
 def test_split_cases_enumerate_every_composition() -> None:
     assert split_cases(("W", "K"), 3) == [(0, 3), (1, 2), (2, 1), (3, 0)]
     assert len(split_cases(("W", "K", "C"), 2)) == 6
     assert all(sum(split) == 2 for split in split_cases(("W", "K", "C"), 2))
+
+
+def test_shape_case_operand_and_output_shapes() -> None:
+    case = ShapeCase("c", {"W": (2, 3), "C": ()}, {"a": 4, "b": 5}, broadcast=((1, "W", 0),))
+    # written out by hand: W is two axes (2, 3), C none; operand 1 broadcasts W's first axis
+    assert case.shapes("WCa,Wab->CWb") == [(2, 3, 4), (1, 3, 4, 5)]
+    assert case.output_shape("WCa,Wab->CWb") == (2, 3, 5)
+
+
+def test_call_site_cases_pin_literal_lengths_and_vary_the_rest() -> None:
+    one, two = call_site_cases("WCo,KCa->WKCao", {"K": 0, "W": 3})
+    assert one.group_shapes == {"W": (2, 2, 2), "C": (2,), "K": ()}
+    assert two.group_shapes == {"W": (2, 2, 2), "C": (2, 2), "K": ()}
+    assert one.shapes("WCo,KCa->WKCao") == [(2, 2, 2, 2, 3), (2, 2)]  # letters a=2, o=3
+
+
+def test_split_case_gives_the_run_total_to_its_first_member() -> None:
+    case, total = split_case("WKCa,WKCb->WKCab", ("W", "K", "C"))
+    assert total == 2
+    assert case.group_shapes == {"W": (2, 3), "K": (), "C": ()}
+    assert case.shapes("WKCa,WKCb->WKCab") == [(2, 3, 2), (2, 3, 3)]
+
+
+def test_sharded_group_shapes_put_the_device_count_on_one_sub_axis() -> None:
+    shapes = sharded_group_shapes(["W", "K"], "W", 1, devices=4, axes_per_group=3, other_extent=2)
+    assert shapes == {"W": (2, 4, 2), "K": (2, 2, 2)}
 
 
 def test_shape_matrix_covers_empty_single_and_multi_axis_groups() -> None:
@@ -166,3 +211,21 @@ def test_shape_matrix_covers_empty_single_and_multi_axis_groups() -> None:
     # broadcast: the first operand holding each shared group has a size-1 sub-axis there
     assert cases["broadcast"].shapes("WCa,Caib,WCi->WCb")[0][:2] == (1, 3)
     assert 0 in cases["zero-extent"].group_shapes["W"]
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    [
+        "contractions.testing.cases",
+        "contractions.testing.oracle",
+        "contractions.testing.scan",
+        "contractions.testing.sharding",
+        "contractions.testing.table",
+        "contractions.lint",
+    ],
+)
+def test_harness_docstring_examples_run(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert results.attempted > 0, f"{module_name} has no docstring examples"
+    assert results.failed == 0, f"{results.failed} docstring example(s) of {module_name} failed"

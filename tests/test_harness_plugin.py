@@ -6,7 +6,9 @@ docs/harness.md tells a user to set it up.
 
 from __future__ import annotations
 
-import importlib.metadata
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -43,22 +45,9 @@ def lift(zo, za):
 """
 
 
-def _plugin_installed() -> bool:
-    """Is the plugin registered through the installed distribution's pytest11 entry point?"""
-    return any(
-        ep.value == "contractions.testing.plugin"
-        for ep in importlib.metadata.entry_points(group="pytest11")
-    )
-
-
-# Installed (`pip install -e .`), pytest loads the plugin itself, and naming it again with -p
-# would register it twice; from a source checkout it must be named. The module is already
+# The plugin is opt-in: a project names it (here on the command line). The module is already
 # imported (above), so pytest cannot assertion-rewrite it: silence that warning.
-PLUGIN = (
-    ("-W", "ignore::pytest.PytestAssertRewriteWarning")
-    if _plugin_installed()
-    else ("-p", "contractions.testing.plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning")
-)
+PLUGIN = ("-p", "contractions.testing.plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 EVIDENCE = "from contractions.testing.suites import *\n"
 
@@ -88,6 +77,7 @@ def test_configured_project_gets_the_suites(project: pytest.Pytester) -> None:
     result = run(project)
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0, result.stdout.str()
+    assert "HarnessNotConfiguredWarning" not in result.stdout.str()
     result.stdout.fnmatch_lines(
         [
             "*test_contractions_table_has_entry?WCa,Caib->WCb? PASSED*",
@@ -149,7 +139,7 @@ def test_a_call_site_missing_its_supplement_fails(project: pytest.Pytester) -> N
         textwrap.dedent(LIFT).replace(", len_W=1", "")
     )
     table(project, "WCa,Caib->WCb  -", "WCo,WCa->Cao  len_W")
-    result = run(project, "-k", "call_site")
+    result = run(project, "-k", "call_site and not matches")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*src/mypkg/lift.py:4: contract('WCo,WCa->Cao'*UnderdeterminedError*"])
 
@@ -157,7 +147,7 @@ def test_a_call_site_missing_its_supplement_fails(project: pytest.Pytester) -> N
 def test_a_malformed_string_fails_its_tests_without_breaking_collection(
     project: pytest.Pytester,
 ) -> None:
-    (project.path / "src" / "mypkg" / "bad.py").write_text('SPEC = "Wa->Wb->W"\n')
+    (project.path / "src" / "mypkg" / "bad.py").write_text('BAD = "Wa->Wb->W"\n')
     table(project, "WCa,Caib->WCb  -", "Wa->Wb->W  -")
     result = run(project)
     outcomes = result.parseoutcomes()
@@ -184,9 +174,120 @@ def test_module_attributes_configure_without_the_plugin(pytester: pytest.Pyteste
         test_evidence=EVIDENCE
         + 'CONTRACTIONS_SCAN_PATHS = ["src"]\nCONTRACTIONS_TABLE = "table.txt"\n'
     )
-    result = pytester.runpytest("-p", "no:contractions", "-m", "not slow", "-k", "oracle or has_entry")
+    result = pytester.runpytest("-p", "no:contractions.testing.plugin", "-m", "not slow",
+                                "-k", "oracle or has_entry")
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes["passed"] >= 7, result.stdout.str()
+
+
+KEYWORDS = """\
+from contractions import contract
+
+def keywords(x, cores, zo, za, p):
+    contract("WCa,Caib->WCb", x, cores, precision="highest")
+    contract("WCa,Caib->WCb", x, cores, preferred_element_type="no-such-dtype")
+    contract("WCa,Caib->WCb", x, cores, precision=p)
+    contract("WCo,WCa->Cao", zo, za, len_W=1.0)
+"""
+
+
+def test_the_call_site_suite_passes_other_keywords_as_written(project: pytest.Pytester) -> None:
+    (project.path / "src" / "mypkg" / "keywords.py").write_text(KEYWORDS)
+    table(project, "WCa,Caib->WCb  -", "WCo,WCa->Cao  len_W")
+    result = run(project, "-k", "call_site and not matches", "-rs")
+    result.assert_outcomes(passed=2, failed=2, skipped=1)
+    text = result.stdout.str()
+    assert "test_contractions_call_site[src/mypkg/keywords.py:4] PASSED" in text
+    result.stdout.fnmatch_lines(
+        [
+            "*src/mypkg/keywords.py:5: contract('WCa,Caib->WCb', *preferred_element_type='no-such-dtype') "
+            "raised TypeError*",
+            "*src/mypkg/keywords.py:7: contract('WCo,WCa->Cao', *len_W=1.0) raised TypeError*",
+            "*src/mypkg/keywords.py:6 passes precision with a value that is not a literal*",
+        ]
+    )
+
+
+def test_a_missing_table_is_one_failure(project: pytest.Pytester) -> None:
+    (project.path / "src" / "mypkg" / "lift.py").write_text(textwrap.dedent(LIFT))
+    (project.path / "tests" / "identifiability_table.txt").unlink()
+    result = run(project, "-rs")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*test_contractions_table_has_entry?table-unreadable? FAILED*",
+            "*cannot read the identifiability table*",
+        ]
+    )
+    assert "reported once, by test_contractions_table_has_entry" in result.stdout.str()
+
+
+def test_a_table_supplement_no_call_site_passes_is_reported(project: pytest.Pytester) -> None:
+    (project.path / "src" / "mypkg" / "lift.py").write_text(textwrap.dedent(LIFT))  # len_W=1
+    table(project, "WCa,Caib->WCb  -", "WCo,WCa->Cao  len_C")  # a valid choice, not the code's
+    result = run(project)
+    result.assert_outcomes(failed=1, passed=result.parseoutcomes()["passed"],
+                           skipped=result.parseoutcomes().get("skipped", 0))
+    result.stdout.fnmatch_lines(
+        [
+            "*test_contractions_table_matches_call_sites?WCo,WCa->Cao? FAILED*",
+            "*says 'WCo,WCa->Cao' needs len_C, but no call site passes len_C "
+            "(src/mypkg/lift.py:4 passes len_W)*",
+        ]
+    )
+
+
+@pytest.mark.parametrize("with_suites", [False, True])
+def test_call_sites_without_configuration_warn(pytester: pytest.Pytester, with_suites: bool) -> None:
+    pytester.syspathinsert(PACKAGE_ROOT)
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "ops.py").write_text(textwrap.dedent(OPS))
+    pytester.makepyfile(test_evidence=EVIDENCE if with_suites else "def test_nothing():\n    pass\n")
+    result = run(pytester)
+    result.stdout.fnmatch_lines(
+        [
+            "*HarnessNotConfiguredWarning: contractions harness: 1 contract() call site(s) under *"
+            "(first: src/ops.py:4) are not checked*",
+        ]
+    )
+    (pytester.path / "src" / "ops.py").write_text("x = 1\n")  # no call site: nothing to say
+    assert "HarnessNotConfiguredWarning" not in run(pytester).stdout.str()
+
+
+UNCONFIGURED_PROJECT_TEST = """\
+import importlib.metadata
+import sys
+
+def test_nothing_of_contractions_is_loaded(request):
+    assert not [ep for ep in importlib.metadata.entry_points(group="pytest11")
+                if ep.value.startswith("contractions")]
+    assert "numpy" not in sys.modules and "contractions" not in sys.modules
+    assert request.config.pluginmanager.get_plugin("contractions.testing.plugin") is None
+
+def test_named_it_loads(request):
+    if "contractions" in sys.modules:
+        assert request.config.getini("contractions_scan_paths") == []
+"""
+
+
+def test_the_plugin_is_opt_in_so_other_projects_import_nothing(tmp_path: Path) -> None:
+    # A fresh interpreter, as in any project that has the library installed but does not use
+    # the harness: pytest must load neither the plugin nor numpy.
+    (tmp_path / "test_unconfigured.py").write_text(UNCONFIGURED_PROJECT_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+
+    def pytest_run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )
+
+    proc = pytest_run("-k", "nothing_of")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    named = pytest_run("-p", "contractions.testing.plugin", "-k", "named")
+    assert named.returncode == 0 and "1 passed" in named.stdout, named.stdout + named.stderr
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The five evidence suites (SPEC §6), run over this repo through the public harness.
+"""The five evidence suites (docs/harness.md), run over this repo through the public harness.
 
 The suites themselves live in `contractions.testing.suites`; this module only says what to
 scan and where the table is, exactly as a downstream project would (docs/harness.md).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,10 +10,12 @@ import pytest
 
 from contractions.testing.scan import (
     ScanError,
+    Skipped,
     is_grouped_subscripts,
     iter_python_files,
     normalize_subscripts,
     scan_call_sites,
+    scan_tree,
     scan_vocabulary,
 )
 
@@ -61,7 +64,7 @@ def test_vocabulary_lists_literals_with_file_and_line(tmp_path: Path) -> None:
         "pkg/ops.py",
         '''
         """Module docstring mentioning 'WCa,Caib->WCb' in prose is not vocabulary."""
-        SPEC = "WCo,WCa->Cao"
+        LIFT = "WCo,WCa->Cao"
 
         def f(x, name):
             plain = "ij,jk->ik"
@@ -83,16 +86,81 @@ def test_scanning_never_imports_the_code(tmp_path: Path) -> None:
     assert [e.subscripts for e in scan_vocabulary([tmp_path])] == ["Wa,ab->Wb"]
 
 
-def test_hidden_and_cache_directories_are_skipped(tmp_path: Path) -> None:
+def test_concatenated_literals_are_one_string_never_fragments(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "m.py",
+        """
+        WHOLE = ('WCo,'
+                 + 'WCa->Cao')                 # a + of literals: one string, at its first line
+        BUILT = prefix + ',WCa->Cao'           # a piece of a dynamic string: not vocabulary
+        ALSO = 'Wa,' + suffix + '->Wb'         # likewise
+        IMPLICIT = 'KCa,' 'Cab->KCb'           # implicit concatenation is one literal anyway
+        """,
+    )
+    assert [(e.subscripts, e.line) for e in scan_vocabulary([tmp_path])] == [
+        ("WCo,WCa->Cao", 1),
+        ("KCa,Cab->KCb", 5),
+    ]
+
+
+def test_hidden_cache_build_and_virtualenv_directories_are_skipped_and_reported(
+    tmp_path: Path,
+) -> None:
     write(tmp_path, "a.py", 'S = "Wa->Wa"\n')
     write(tmp_path, ".venv/b.py", 'S = "Wb->Wb"\n')
     write(tmp_path, "__pycache__/c.py", 'S = "Wc->Wc"\n')
+    write(tmp_path, "myenv/pyvenv.cfg", "home = /usr/bin\n")
+    write(tmp_path, "myenv/d.py", 'S = "Wd->Wd"\n')
+    write(tmp_path, "pkg.egg-info/e.py", 'S = "We->We"\n')
+    (tmp_path / "linked").symlink_to(tmp_path, target_is_directory=True)  # a loop if followed
     assert [p.name for p in iter_python_files([tmp_path])] == ["a.py"]
+    report = scan_tree([tmp_path])
+    assert [e.subscripts for e in report.vocabulary] == ["Wa->Wa"]
+    assert sorted((Path(s.path).name, s.reason) for s in report.skipped) == [
+        (".venv", "hidden"),
+        ("__pycache__", "bytecode cache"),
+        ("linked", "symlink, not followed"),
+        ("myenv", "virtual environment"),
+        ("pkg.egg-info", "build output"),
+    ]
+    assert all(s.is_dir for s in report.skipped)
+    assert str(report.skipped[0]).endswith("/: skipped (hidden)")
+
+
+def test_exclude_matches_names_relative_paths_and_globs(tmp_path: Path) -> None:
+    for name in ("src/a.py", "src/gen/b_pb2.py", "src/gen/c.py", "tests/d.py"):
+        write(tmp_path, name, 'S = "Wa->Wa"\n')
+    report = scan_tree([tmp_path], exclude=["*_pb2.py", "src/gen/c.py", "tests/"])
+    assert [Path(f).relative_to(tmp_path).as_posix() for f in report.files] == ["src/a.py"]
+    assert sorted((Path(s.path).relative_to(tmp_path).as_posix(), s.reason) for s in report.skipped) == [
+        ("src/gen/b_pb2.py", "--exclude '*_pb2.py'"),
+        ("src/gen/c.py", "--exclude 'src/gen/c.py'"),
+        ("tests", "--exclude 'tests/'"),
+    ]
+
+
+def test_unreadable_files_are_findings_and_special_files_skips(tmp_path: Path) -> None:
+    write(tmp_path, "a_bad.py", "def f(:\n")
+    write(tmp_path, "b_ok.py", "from contractions import contract\ncontract('Wa->Wa', x)\n")
+    os.mkfifo(tmp_path / "c_fifo.py")
+    (tmp_path / "d_loop.py").symlink_to(tmp_path / "d_loop.py")
+    report = scan_tree([tmp_path])
+    assert [str(f) for f in report.unreadable] == [f"{tmp_path / 'a_bad.py'}:1: not valid Python: invalid syntax"]
+    assert [s.subscripts for s in report.call_sites] == ["Wa->Wa"]  # the scan went on
+    assert report.skipped == (
+        Skipped(str(tmp_path / "c_fifo.py"), "a FIFO, not a regular file"),
+        Skipped(str(tmp_path / "d_loop.py"), "symlink loop"),
+    )
+    # Given directly too: a device file is skipped, not read (it never ends).
+    assert scan_tree([os.devnull]).skipped == (Skipped(os.devnull, "a device file, not a regular file"),)
 
 
 def test_missing_path_and_syntax_errors_are_reported(tmp_path: Path) -> None:
     with pytest.raises(ScanError, match="no such file"):
         scan_vocabulary([tmp_path / "nope"])
+    with pytest.raises(ScanError, match="no such file"):
+        scan_tree([tmp_path / "nope"])
     bad = write(tmp_path, "bad.py", "def f(:\n")
     with pytest.raises(ScanError, match=r"bad\.py:1: not valid Python"):
         scan_call_sites([bad])
@@ -178,6 +246,37 @@ def test_dynamic_strings_keywords_and_splats(tmp_path: Path) -> None:
     assert negative.other_keywords == ("precision",)
     assert splat.splats_kwargs and splat.n_operands is None
     assert by_keyword.subscripts == "Wa->Wa" and by_keyword.n_operands == 0
+
+
+def test_star_imports_that_bind_contract(tmp_path: Path) -> None:
+    write(tmp_path, "a.py", "from contractions import *\ncontract('Wa->Wa', x)\n")
+    write(tmp_path, "b.py", "from contractions.api import *\ncontract('Wb->Wb', x)\n")
+    write(tmp_path, "c.py", "from contractions.testing import *\ncontract('Wc->Wc', x)\n")
+    assert [(Path(s.path).name, s.callee) for s in scan_call_sites([tmp_path])] == [
+        ("a.py", "contract"),
+        ("b.py", "contract"),
+    ]
+
+
+def test_keywords_written_as_literals_are_recorded_as_written(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "m.py",
+        """
+        from contractions import contract
+        contract("Wa->Wa", x, len_W=1.0)
+        contract("Wa->Wa", x, len_W=True, precision=("high", "high"))
+        contract("Wa->Wa", x, len_W='1', preferred_element_type=dtype)
+        contract("W" + "a->Wa", x, len_W=-2)
+        """,
+    )
+    floats, bools, strings, folded = scan_call_sites([tmp_path])
+    assert floats.len_keywords == (("len_W", None),) and floats.literals == {"len_W": 1.0}
+    assert type(bools.literals["len_W"]) is bool and bools.len_keywords == (("len_W", None),)
+    assert bools.literals["precision"] == ("high", "high")
+    assert strings.literals == {"len_W": "1"}  # dtype is not a literal
+    assert strings.keyword_source("preferred_element_type") == "?"
+    assert folded.subscripts == "Wa->Wa" and folded.len_keywords == (("len_W", -2),)
 
 
 def test_relative_imports_inside_a_contractions_package(tmp_path: Path) -> None:

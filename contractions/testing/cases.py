@@ -1,4 +1,5 @@
-"""Shape choices for the suites: the oracle's shape matrix, call-site and split-invariance cases.
+"""Every shape the suites use, chosen in one place: the oracle's shape matrix, the call-site,
+split-invariance and sharding cases.
 
 Shapes are chosen from the string alone (its groups and letters, via the oracle's own parse);
 group lengths are *chosen* here and then told to `contract` only through the operands' ndims
@@ -16,17 +17,21 @@ import math
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .oracle import axis_layout, split_terms
 
-from .oracle import split_terms
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "ShapeCase",
-    "call_site_group_shapes",
+    "call_site_cases",
     "letter_sizes",
     "random_operands",
     "shape_matrix",
+    "sharded_group_shapes",
+    "split_case",
     "split_cases",
     "supplement_kwargs",
 ]
@@ -40,6 +45,10 @@ class ShapeCase:
     """Group shapes (full extents), letter sizes, and per-operand size-1 broadcast overrides.
 
     `broadcast` lists (operand index, group, sub-axis) whose extent is 1 in that operand.
+
+    >>> case = ShapeCase('c', {'W': (2, 3)}, {'a': 4}, broadcast=((0, 'W', 1),))
+    >>> case.shapes('Wa,Wa->Wa'), case.output_shape('Wa,Wa->Wa')
+    ([(2, 1, 4), (2, 3, 4)], (2, 3, 4))
     """
 
     name: str
@@ -47,26 +56,28 @@ class ShapeCase:
     letter_sizes: dict[str, int]
     broadcast: tuple[tuple[int, str, int], ...] = ()
 
+    def _term_shape(self, index: int, term: str) -> tuple[int, ...]:
+        return tuple(
+            self.letter_sizes[name]
+            if k < 0
+            else (1 if (index, name, k) in self.broadcast else self.group_shapes[name][k])
+            for name, k in axis_layout(term, self.group_shapes)
+        )
+
     def shapes(self, subscripts: str) -> list[tuple[int, ...]]:
-        terms = split_terms(subscripts)
-        shapes = []
-        for index, term in enumerate(terms.inputs):
-            shape: list[int] = []
-            for char in term:
-                if char.isupper():
-                    for k, n in enumerate(self.group_shapes[char]):
-                        shape.append(1 if (index, char, k) in self.broadcast else n)
-                else:
-                    shape.append(self.letter_sizes[char])
-            shapes.append(tuple(shape))
-        return shapes
+        """The operands' shapes (with the broadcast overrides)."""
+        return [self._term_shape(i, term) for i, term in enumerate(split_terms(subscripts).inputs)]
+
+    def output_shape(self, subscripts: str) -> tuple[int, ...]:
+        """The shape the output term implies for these group shapes and letter sizes."""
+        return self._term_shape(-1, split_terms(subscripts).output)
 
 
-def letter_sizes(subscripts: str) -> dict[str, int]:
-    """Small distinct-ish sizes per lowercase letter (2, 3, 4, 2, ...), in alphabetical order."""
+def letter_sizes(subscripts: str, sizes: Sequence[int] = (2, 3, 4)) -> dict[str, int]:
+    """A size per lowercase letter, cycling through `sizes` in alphabetical order."""
     terms = split_terms(subscripts)
     letters = sorted({c for term in (*terms.inputs, terms.output) for c in term if c.islower()})
-    return {c: (2, 3, 4)[i % 3] for i, c in enumerate(letters)}
+    return {c: sizes[i % len(sizes)] for i, c in enumerate(letters)}
 
 
 def _loop_count(group_shapes: Mapping[str, Sequence[int]]) -> int:
@@ -127,27 +138,41 @@ def shape_matrix(subscripts: str) -> list[ShapeCase]:
     return cases
 
 
-def random_operands(subscripts: str, case: ShapeCase, seed_text: str = "") -> list[np.ndarray]:
-    """float64 operands of the case's shapes, seeded from the string and case name."""
-    seed = zlib.crc32(f"{subscripts}|{case.name}|{seed_text}".encode())
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(shape) for shape in case.shapes(subscripts)]
+def call_site_cases(subscripts: str, pinned: Mapping[str, int]) -> list[ShapeCase]:
+    """The call-site suite's shapes: groups a call site pins with a literal `len_<G>=n` get
+    n axes, every other group one axis, then two (each of extent 2).
+
+    >>> [c.group_shapes for c in call_site_cases('WCo,WCa->Cao', {'W': 0})]
+    [{'W': (), 'C': (2,)}, {'W': (), 'C': (2, 2)}]
+    """
+    groups = split_terms(subscripts).groups
+    return [
+        ShapeCase(
+            f"call-site-{default_axes}",
+            {g: (2,) * pinned.get(g, default_axes) for g in groups},
+            letter_sizes(subscripts),
+        )
+        for default_axes in (1, 2)
+    ]
 
 
-def supplement_kwargs(
-    groups: Iterable[str], group_shapes: Mapping[str, Sequence[int]]
-) -> dict[str, int]:
-    """`len_<G>=number of axes` for each named group."""
-    return {f"len_{g}": len(group_shapes[g]) for g in groups}
+def split_case(subscripts: str, run: Sequence[str]) -> tuple[ShapeCase, int]:
+    """The split-invariance suite's shapes for one co-travelling run, and the run's total.
 
+    The run's total (3 axes for a pair, else 2) is given to its first member, the other
+    members get none; groups outside the run get one axis. The operands only ever see the
+    total, so any split of it describes the same operands.
 
-def call_site_group_shapes(
-    subscripts: str, pinned: Mapping[str, int], default_axes: int = 1, extent: int = 2
-) -> dict[str, tuple[int, ...]]:
-    """Group shapes consistent with a call site's literal `len_*` values (others: default)."""
-    return {
-        g: (extent,) * pinned.get(g, default_axes) for g in split_terms(subscripts).groups
-    }
+    >>> case, total = split_case('WKCi,Cio->WKCo', ('W', 'K'))
+    >>> case.group_shapes, total
+    ({'W': (2, 3, 2), 'K': (), 'C': (2,)}, 3)
+    """
+    total = 3 if len(run) == 2 else 2
+    group_shapes: dict[str, tuple[int, ...]] = {g: (2,) for g in split_terms(subscripts).groups}
+    for member in run:
+        group_shapes[member] = ()
+    group_shapes[run[0]] = (2, 3, 2)[:total]
+    return ShapeCase(f"run-{''.join(run)}", group_shapes, letter_sizes(subscripts)), total
 
 
 def split_cases(run: Sequence[str], total: int) -> list[tuple[int, ...]]:
@@ -163,3 +188,38 @@ def split_cases(run: Sequence[str], total: int) -> list[tuple[int, ...]]:
         for first in range(total + 1)
         for rest in split_cases(run[1:], total - first)
     ]
+
+
+def sharded_group_shapes(
+    groups: Sequence[str], group: str, sub_axis: int, *, devices: int, axes_per_group: int,
+    other_extent: int,
+) -> dict[str, tuple[int, ...]]:
+    """The sharding sweep's shapes: `axes_per_group` sub-axes per group, all of extent
+    `other_extent` except `group`'s `sub_axis`, whose extent is the device count.
+
+    >>> sharded_group_shapes(['W', 'C'], 'C', 1, devices=4, axes_per_group=2, other_extent=2)
+    {'W': (2, 2), 'C': (2, 4)}
+    """
+    return {
+        g: tuple(
+            devices if (g == group and k == sub_axis) else other_extent
+            for k in range(axes_per_group)
+        )
+        for g in groups
+    }
+
+
+def random_operands(subscripts: str, case: ShapeCase, seed_text: str = "") -> list[np.ndarray]:
+    """float64 operands of the case's shapes, seeded from the string and case name."""
+    import numpy as np
+
+    seed = zlib.crc32(f"{subscripts}|{case.name}|{seed_text}".encode())
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape) for shape in case.shapes(subscripts)]
+
+
+def supplement_kwargs(
+    groups: Iterable[str], group_shapes: Mapping[str, Sequence[int]]
+) -> dict[str, int]:
+    """`len_<G>=number of axes` for each named group."""
+    return {f"len_{g}": len(group_shapes[g]) for g in groups}

@@ -1,4 +1,5 @@
-"""The definitional loop oracle: SPEC §1's semantics executed literally.
+"""The definitional loop oracle: the dialect's meaning (docs/dialect.md, "Meaning") executed
+literally.
 
 For every assignment of indices to every group's axes, slice each operand at those indices,
 run the lowercase-only einsum on the slices, and write (groups in the output) or accumulate
@@ -29,9 +30,9 @@ import numpy as np
 __all__ = [
     "OracleTerms",
     "axis_layout",
-    "co_travelling_runs",
     "loop_contract",
     "operand_shapes",
+    "runs_by_definition",
     "split_terms",
 ]
 
@@ -109,7 +110,7 @@ def loop_contract(
     operands: Sequence[np.ndarray],
     group_shapes: Mapping[str, Sequence[int]],
 ) -> np.ndarray:
-    """Evaluate `subscripts` on `operands` by the loop definition of SPEC §1.
+    """Evaluate `subscripts` on `operands` by the loop definition (docs/dialect.md, "Meaning").
 
     `group_shapes[G]` is the full (broadcast) extent of each of G's axes; its length is the
     number of axes G has. An operand's group axis may instead have extent 1 (broadcast).
@@ -177,16 +178,17 @@ def loop_contract(
     return out
 
 
-def co_travelling_runs(subscripts: str) -> tuple[tuple[str, ...], ...]:
-    """Maximal co-travelling runs (length >= 2) by SPEC §2's definition, read off the terms.
+def runs_by_definition(subscripts: str) -> tuple[tuple[str, ...], ...]:
+    """Maximal co-travelling runs (length >= 2) by their definition (docs/solver.md,
+    "Co-travelling runs"), read off the terms.
 
     X, Y pair when every occurrence of X (inputs and output) is immediately followed by Y and
     every occurrence of Y is immediately preceded by X; chains of pairs form a run. Computed
     here from the oracle's own parse, independently of the library's solver.
 
-    >>> co_travelling_runs('WKCi,Cio->WKCo')
+    >>> runs_by_definition('WKCi,Cio->WKCo')
     (('W', 'K'),)
-    >>> co_travelling_runs('WCo,WCa->Cao')
+    >>> runs_by_definition('WCo,WCa->Cao')
     ()
     """
     terms = split_terms(subscripts)

@@ -1,8 +1,17 @@
 """pytest plugin: configuration for the evidence suites, and a summary of what they checked.
 
-Registered as the `pytest11` entry point `contractions`, so installing the library loads it.
-By itself it adds no tests (it is inert): a project opts in by configuring where to scan and
-where its identifiability table lives, and by importing the suites into one test module::
+Opt-in (it is not a `pytest11` entry point, so installing the library loads nothing into
+other projects' pytest runs). Load it from the rootdir's `conftest.py` or the ini::
+
+    # conftest.py (at the rootdir)
+    pytest_plugins = ["contractions.testing.plugin"]
+
+    # or pyproject.toml
+    [tool.pytest.ini_options]
+    addopts = "-p contractions.testing.plugin"
+
+By itself it adds no tests: it declares where to scan and where the identifiability table
+lives, and a project imports the suites into one test module::
 
     # pyproject.toml
     [tool.pytest.ini_options]
@@ -14,7 +23,8 @@ where its identifiability table lives, and by importing the suites into one test
 
 Paths in the ini file are relative to the ini file's directory. A test module may instead set
 `CONTRACTIONS_SCAN_PATHS` / `CONTRACTIONS_TABLE` (relative to the module's own directory),
-which also works without this plugin. See docs/harness.md.
+which also works without this plugin. Loaded but unconfigured, while code under the rootdir
+calls `contract`, it warns. See docs/harness.md.
 """
 
 from __future__ import annotations
@@ -52,6 +62,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: long-running evidence (the compiled sharding sweep)"
     )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    from .collection import warn_if_unconfigured
+
+    warn_if_unconfigured(session.config, suites_imported=False)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cases import letter_sizes, sharded_group_shapes
 from .oracle import axis_layout, operand_shapes, split_terms
 
 __all__ = [
@@ -165,34 +166,31 @@ def sharding_cases(
 ) -> tuple[ShardingCase, ...]:
     """One case per sub-axis of each group of `subscripts`.
 
-    Every group gets `axes_per_group` sub-axes of extent `other_extent`, except the sharded
-    one, whose extent is `devices`; lowercase letters get `letter_size`. `supplement_groups`
-    (from the table) are passed as `len_<G>=axes_per_group`.
+    Shapes come from `contractions.testing.cases.sharded_group_shapes` (every group gets
+    `axes_per_group` sub-axes of extent `other_extent`, except the sharded one, whose extent
+    is `devices`); lowercase letters get `letter_size`. `supplement_groups` (from the table)
+    are passed as `len_<G>=axes_per_group`.
     """
-    terms = split_terms(subscripts)
-    letters = sorted({c for term in (*terms.inputs, terms.output) for c in term if c.islower()})
+    groups = split_terms(subscripts).groups
+    letters = tuple(letter_sizes(subscripts, (letter_size,)).items())
     supplements = tuple((f"len_{g}", axes_per_group) for g in supplement_groups)
-    cases = []
-    for group in terms.groups:
-        for sub_axis in range(axes_per_group):
-            shapes = {
-                g: tuple(
-                    devices if (g == group and k == sub_axis) else other_extent
-                    for k in range(axes_per_group)
-                )
-                for g in terms.groups
-            }
-            cases.append(
-                ShardingCase(
-                    subscripts=subscripts,
-                    group=group,
-                    sub_axis=sub_axis,
-                    group_shapes=tuple(shapes.items()),
-                    letter_sizes=tuple((c, letter_size) for c in letters),
-                    supplements=supplements,
-                )
-            )
-    return tuple(cases)
+    return tuple(
+        ShardingCase(
+            subscripts=subscripts,
+            group=group,
+            sub_axis=sub_axis,
+            group_shapes=tuple(
+                sharded_group_shapes(
+                    groups, group, sub_axis, devices=devices, axes_per_group=axes_per_group,
+                    other_extent=other_extent,
+                ).items()
+            ),
+            letter_sizes=letters,
+            supplements=supplements,
+        )
+        for group in groups
+        for sub_axis in range(axes_per_group)
+    )
 
 
 @dataclass(frozen=True)

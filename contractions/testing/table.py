@@ -11,8 +11,8 @@ The first field is the subscripts string with whitespace removed (whitespace is 
 in the dialect, so ``'WCa, Caib -> WCb'`` in source is looked up as ``WCa,Caib->WCb``). The
 rest of the line is the supplement the string requires: ``-`` when it needs none, otherwise
 the ``len_<G>`` keyword(s), separated by spaces or commas. Each entry is decided by reading
-the string (SPEC §2: a ``len_<G>`` is needed iff some co-travelling run's total is not fixed
-by the input terms' equations); no tool writes entries.
+the string (docs/solver.md: a ``len_<G>`` is needed iff some co-travelling run's total is not
+fixed by the input terms' equations); no tool writes entries.
 
 >>> table = parse_table("WCo,WCa->Cao  len_W   # boundary of W|C observable\\nWKCi,Cio->WKCo -\\n")
 >>> table.supplement("WCo, WCa -> Cao"), table.supplement("WKCi,Cio->WKCo")

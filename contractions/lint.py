@@ -1,0 +1,321 @@
+"""`contractions check` (the call-site linter) and `contractions scan`, without running the code.
+
+    contractions check PATH... [--exclude GLOB]...          # `path:line: finding` per line
+    contractions scan PATH... [--json] [--exclude GLOB]...  # the vocabulary and call sites
+
+The source is read, never imported, by the harness's AST scanner (`contractions.testing.scan`,
+standard library only), and each literal call site is judged with the library's public
+`parse` and `identifiability`, from the string alone, exactly as the call would. Exit status:
+0 no findings, 1 findings, 2 usage error (docs/harness.md).
+
+>>> import pathlib, tempfile
+>>> root = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (root / "m.py").write_text("from contractions import contract\\n"
+...                                "y = contract('WCo,WCa->Cao', a, b)\\n")
+>>> findings = check_call_sites(scan_tree([root]).call_sites)
+>>> [(f.line, f.message.split(':')[0]) for f in findings]
+[(2, "'WCo,WCa->Cao' needs a supplement the call does not pass")]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from contractions import ContractionError, contract, identifiability, parse
+from contractions.testing.scan import (
+    SKIPPED_DIRECTORIES,
+    CallSite,
+    Finding,
+    ScanError,
+    ScanReport,
+    distinct_subscripts,
+    scan_tree,
+)
+
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FINDINGS",
+    "EXIT_USAGE",
+    "add_commands",
+    "check_call_sites",
+    "run_check",
+    "run_command",
+    "run_scan",
+]
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+# The keywords `contract` takes besides len_<G>, read off its signature.
+_KNOWN_KEYWORDS = frozenset(
+    p.name for p in inspect.signature(contract).parameters.values() if p.kind is p.KEYWORD_ONLY
+)
+_LEN_KEYWORD = re.compile(r"len_([A-Z])")
+
+_EPILOG = f"""\
+exit status:
+  0  no findings
+  1  findings, printed to stdout as `path:line: message` (for check: a call-site problem;
+     for both: a file that cannot be read, decoded or parsed as Python; the run goes on)
+  2  usage error: a bad option, or a PATH that does not exist
+
+Files given as PATH are read whatever their suffix; under a directory, *.py files are.
+Directories never entered (each one met is named on stderr):
+  hidden ones (.git, .venv, ...), any holding a pyvenv.cfg, symlinked ones, *.egg-info,
+  {", ".join(sorted(SKIPPED_DIRECTORIES))},
+  and whatever --exclude matches.
+FIFOs, device files, symlink loops and files nested too deeply to parse are skipped with a
+message on stderr. Sources are decoded as Python decodes them (BOM, coding declaration).
+A line carrying `# contractions: ignore` is not scanned.
+"""
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _check_site(site: CallSite) -> list[str]:
+    """The findings of one literal call site (empty when it is consistent)."""
+    s = site.subscripts
+    assert s is not None
+    try:
+        parsed = parse(s)
+    except ContractionError as exc:
+        return [f"malformed subscripts {s!r}: {_first_line(exc)}"]
+
+    messages: list[str] = []
+    if site.n_operands is not None and site.n_operands != len(parsed.inputs):
+        messages.append(
+            f"{s!r} has {len(parsed.inputs)} input term(s) but the call passes "
+            f"{site.n_operands} operand(s)"
+        )
+    for name in site.other_keywords:
+        if name not in _KNOWN_KEYWORDS:
+            messages.append(
+                f"unknown keyword {name!r} for {s!r} (a group length is written len_<G>=n)"
+            )
+    literals = site.literals
+    supplied: list[str] = []
+    for name, value in site.len_keywords:
+        match = _LEN_KEYWORD.fullmatch(name)
+        if match is None or match.group(1) not in parsed.groups:
+            groups = ", ".join(parsed.groups) or "none"
+            messages.append(
+                f"{name} is passed but {s!r} has no such group (its groups: {groups}); "
+                "remove it or fix the string"
+            )
+            continue
+        if name in literals and value is None:
+            written = literals[name]
+            messages.append(
+                f"{name}={written!r} is a {type(written).__name__}, not an int; a group length "
+                f"is a whole number of axes, e.g. {name}=1"
+            )
+        elif value is not None and value < 0:
+            messages.append(f"{name}={value} is negative; a group has 0 or more axes")
+        supplied.append(match.group(1))
+    if site.splats_kwargs:
+        return messages  # its supplements are not visible, so "missing" cannot be judged
+    try:
+        info = identifiability(s, supplied=supplied)
+    except ContractionError as exc:
+        return [*messages, _first_line(exc)]
+    if info.needs_supplement:
+        if info.candidates:
+            fix = "pass one of " + ", ".join(f"len_{g}=" for g in info.candidates)
+        else:
+            fix = f"pass {info.rank_deficit} more, e.g. " + ", ".join(
+                f"len_{g}=" for g in info.completion
+            )
+        undetermined = ", ".join(info.undetermined)
+        messages.append(
+            f"{s!r} needs a supplement the call does not pass: the string cannot decide the "
+            f"lengths of {undetermined}; {fix}"
+        )
+    return messages
+
+
+def check_call_sites(sites: Iterable[CallSite]) -> list[Finding]:
+    """Lint literal call sites: a missing supplement, an unknown or non-int `len_*`, an
+    operand count that differs from the term count, a malformed string. Dynamic sites (the
+    string is not a literal) are not judged."""
+    findings: list[Finding] = []
+    for site in sites:
+        if site.is_dynamic:
+            continue
+        findings.extend(Finding(site.path, site.line, m) for m in _check_site(site))
+    return findings
+
+
+def _names(names: Iterable[str]) -> str:
+    counts = Counter(names)
+    return ", ".join(name if n == 1 else f"{name} (x{n})" for name, n in counts.items())
+
+
+def _report_skipped(report: ScanReport, err: TextIO) -> None:
+    """Say on `err` which directories and files were not looked at, and why."""
+    by_reason: dict[str, list[str]] = {}
+    for skipped in report.skipped:
+        if skipped.is_dir:
+            by_reason.setdefault(skipped.reason, []).append(Path(skipped.path).name)
+    if by_reason:
+        print(
+            "skipped directories: "
+            + "; ".join(f"{reason}: {_names(names)}" for reason, names in by_reason.items()),
+            file=err,
+        )
+    for skipped in report.skipped:
+        if not skipped.is_dir:
+            print(skipped, file=err)
+
+
+def _scan_or_usage_error(
+    command: str, paths: Sequence[str], exclude: Sequence[str], err: TextIO
+) -> ScanReport | None:
+    try:
+        return scan_tree(paths, exclude=exclude)
+    except ScanError as exc:
+        print(f"contractions {command}: error: {exc}", file=err)
+        return None
+
+
+def run_check(
+    paths: Sequence[str],
+    *,
+    exclude: Sequence[str] = (),
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """`contractions check PATH...`: print each finding as `path:line: message`.
+
+    Returns 1 when anything was found (an unreadable file included), 0 on a clean tree, 2 when
+    a path does not exist. Skipped paths and a one-line tally go to `err`.
+    """
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    report = _scan_or_usage_error("check", paths, exclude, err)
+    if report is None:
+        return EXIT_USAGE
+    findings = sorted(
+        [*report.unreadable, *check_call_sites(report.call_sites)],
+        key=lambda f: (f.path, f.line),
+    )
+    for finding in findings:
+        print(finding, file=out)
+    _report_skipped(report, err)
+    sites = report.call_sites
+    literal = sum(1 for s in sites if not s.is_dynamic)
+    unreadable = f", {len(report.unreadable)} unreadable" if report.unreadable else ""
+    print(
+        f"contractions check: {len(findings)} finding(s) in {len(report.files)} file(s)"
+        f"{unreadable}, {literal} literal call site(s) ({len(sites) - literal} dynamic, "
+        "not checked)",
+        file=err,
+    )
+    return EXIT_FINDINGS if findings else EXIT_CLEAN
+
+
+def _describe_site(site: CallSite) -> str:
+    subscripts = "dynamic" if site.subscripts is None else repr(site.subscripts)
+    keywords = [f"{name}={site.keyword_source(name)}" for name, _ in site.len_keywords]
+    if site.splats_kwargs:
+        keywords.append("**kwargs")
+    return f"{site.location}  {site.callee}({', '.join([subscripts, *keywords])})"
+
+
+def run_scan(
+    paths: Sequence[str],
+    *,
+    as_json: bool = False,
+    exclude: Sequence[str] = (),
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """`contractions scan PATH... [--json]`: list the vocabulary and the call sites.
+
+    Unreadable files are listed too (exit 1); skipped paths go to `err`; 2 when a path does
+    not exist.
+    """
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    report = _scan_or_usage_error("scan", paths, exclude, err)
+    if report is None:
+        return EXIT_USAGE
+    status = EXIT_FINDINGS if report.unreadable else EXIT_CLEAN
+    if as_json:
+        payload = {
+            "vocabulary": [
+                {"subscripts": v.subscripts, "path": v.path, "line": v.line}
+                for v in report.vocabulary
+            ],
+            "call_sites": [site.as_dict() for site in report.call_sites],
+            "unreadable": [
+                {"path": f.path, "line": f.line, "message": f.message} for f in report.unreadable
+            ],
+            "skipped": [
+                {"path": s.path, "reason": s.reason, "is_dir": s.is_dir} for s in report.skipped
+            ],
+        }
+        print(json.dumps(payload, indent=2), file=out)
+        return status
+
+    vocabulary = report.vocabulary
+    grouped = distinct_subscripts(vocabulary)
+    print(f"vocabulary: {len(grouped)} grouped string(s), {len(vocabulary)} occurrence(s)", file=out)
+    width = max((len(key) for key in grouped), default=0)
+    for key, entries in grouped.items():
+        first = entries[0]
+        more = f" (+{len(entries) - 1} more)" if len(entries) > 1 else ""
+        print(f"  {key:<{width}}  {first.path}:{first.line}{more}", file=out)
+    print(f"call sites: {len(report.call_sites)}", file=out)
+    for site in report.call_sites:
+        print(f"  {_describe_site(site)}", file=out)
+    if report.unreadable:
+        print(f"unreadable files: {len(report.unreadable)}", file=out)
+        for finding in report.unreadable:
+            print(f"  {finding}", file=out)
+    _report_skipped(report, err)
+    return status
+
+
+def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `check` and `scan` on the `contractions` command's subparsers."""
+    check = subparsers.add_parser(
+        "check",
+        help="lint contract() call sites under PATHs (exit 0 clean, 1 findings, 2 usage error)",
+        description="Lint every literal contract() call site under PATHs, from the source "
+        "alone: a missing or unknown len_*, a non-int len_* value, an operand count that "
+        "differs from the term count, a malformed string.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    scan = subparsers.add_parser(
+        "scan",
+        help="list the grouped vocabulary and contract() call sites under PATHs",
+        description="List the grouped subscripts strings and the contract() call sites "
+        "under PATHs.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for parser in (check, scan):
+        parser.add_argument("paths", nargs="+", metavar="PATH")
+        parser.add_argument(
+            "--exclude", action="append", default=[], metavar="GLOB",
+            help="skip files and directories whose name, path relative to PATH, or path as "
+            "given matches GLOB (repeatable), e.g. --exclude 'tests/*' --exclude '*_pb2.py'",
+        )
+    scan.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed `check` or `scan` command."""
+    if args.command == "check":
+        return run_check(args.paths, exclude=args.exclude)
+    return run_scan(args.paths, as_json=args.json, exclude=args.exclude)
