@@ -340,7 +340,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
     subscripts      'WCo,WCa->Cao'
     ...
-    path            [(0, 1)]
+    path            [(0, 1)]...
     ...
     """
     supplements = normalise_supplements(len_groups)
@@ -384,7 +384,10 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     lines.append(f"output shape    {plan.output_shape}")
     strategy = f"{schedule.strategy}, " if runs_steps else ""
     lines.append(f"backend         {chosen.name} ({strategy}optimize={schedule.optimizer!r})")
-    lines.append(f"path            {[tuple(p) for p in schedule.path]}")
+    path = f"{[tuple(p) for p in schedule.path]}"
+    if runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1:
+        path += "  (not taken: one einsum call; pass it as optimize= to run pairwise)"
+    lines.append(f"path            {path}")
     lines.append("schedule")
     lines.extend("  " + line for line in module.describe(plan, schedule, _DEFAULT_OPTIONS))
     lines.append(f"FLOPs           {schedule.flops:,} (naive single einsum: {schedule.naive_flops:,})")

@@ -549,6 +549,8 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
         wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
         strategy = "direct" if einsum is not None and wants_direct and use_einsum else "pairwise"
+        if optimize == "direct" and use_einsum:
+            strategy = "direct"  # asked for explicitly (optimize=False): refused past 52 axes
     if strategy == "direct":
         if einsum is None:
             raise ContractionError(
@@ -557,7 +559,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
         path = _find_path(path_by, list(inputs), output, extents)
         return _direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
-                       "single einsum call")
+                       _optimizer_name(optimize))
     return _pairwise(inputs, output, shapes, output_shape, extents,
                      "auto" if optimize == "direct" else optimize, naive, einsum, use_einsum)
 

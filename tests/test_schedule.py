@@ -1,0 +1,420 @@
+"""The execution layer: the schedule as data, optimize= in every accepted form,
+contract_expression, `explain` printing what runs, the backend registry, one-way layers.
+
+References are the loop oracle (with group shapes the test draws itself) and np.einsum on
+hand-expanded strings; schedule fields, not description strings, carry the structural checks.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+import subprocess
+import sys
+import zlib
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import opt_einsum
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contractions import (
+    ContractionError,
+    SizeMismatchError,
+    contract,
+    contract_expression,
+    explain,
+    identifiability,
+    make_plan,
+    make_schedule,
+)
+from contractions.backends import backend_for
+from contractions.backends.compile import compile_schedule
+from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.schedule import describe_schedule, schedule_labels
+from contractions.testing.oracle import loop_contract
+
+from ._strategies import grouped_problems, hand_expand, needed_supplements, random_operands
+from ._vocabulary import random_problem, vocabulary
+
+REPO = Path(__file__).resolve().parents[1]
+VOCABULARY = vocabulary()
+PRESETS = ["auto", "greedy", "optimal", "dp", "branch-2", "branch-all", "auto-hq", "eager",
+           "random-greedy", True, False]
+
+
+def seeded(*parts: object) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32("/".join(map(str, parts)).encode()))
+
+
+def oracle(problem) -> np.ndarray:
+    return loop_contract(problem.subscripts, list(problem.operands), problem.group_shapes)
+
+
+def close(got, want) -> None:
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------------------------------- optimize=
+@pytest.mark.parametrize("optimize", PRESETS, ids=str)
+def test_every_preset_matches_the_oracle_on_the_vocabulary(optimize):
+    for subscripts, pins in VOCABULARY:
+        problem = random_problem(subscripts, pins, seeded(subscripts, optimize))
+        got = contract(subscripts, *problem.operands, optimize=optimize, **problem.len_kwargs)
+        close(got, oracle(problem))
+
+
+def _all_paths(n: int):
+    """Every pairwise path for n operands in opt_einsum's form."""
+    if n == 1:
+        yield []
+        return
+    for pair in itertools.combinations(range(n), 2):
+        for rest in _all_paths(n - 1):
+            yield [pair, *rest]
+
+
+@pytest.mark.parametrize("subscripts", ["WCa,Caib,WCi->WCb", "Wa,Wab,Wbc,Wc->W", "Ka,KCab,Cb->KC"])
+def test_every_explicit_path_runs_as_given(subscripts):
+    n = subscripts.count(",") + 1
+    pins = dict(VOCABULARY).get(subscripts, ())
+    problem = random_problem(subscripts, pins, seeded(subscripts), extents=(2, 3))
+    want = oracle(problem)
+    for path in _all_paths(n):
+        expr = contract_expression(subscripts, *(a.shape for a in problem.operands),
+                                   optimize=path, **problem.len_kwargs)
+        assert expr.schedule.path == tuple(path)
+        assert expr.schedule.strategy == "pairwise"
+        assert [s.operands for s in expr.schedule.steps] == [tuple(p) for p in path]
+        close(expr(*problem.operands), want)
+    # A multi-operand entry (opt_einsum allows them) is folded pairwise.
+    got = contract(subscripts, *problem.operands, optimize=[tuple(range(n))], **problem.len_kwargs)
+    close(got, want)
+
+
+def test_numpy_einsum_path_output_is_accepted():
+    a, b, c = (seeded("np", k).standard_normal(s) for k, s in enumerate([(4, 5), (5, 6), (6, 3)]))
+    path, _ = np.einsum_path("ij,jk,kl->il", a, b, c, optimize="optimal")
+    assert path[0] == "einsum_path"
+    close(contract("Wij,jk,kl->Wil", a, b, c, optimize=path), a @ b @ c)
+
+
+@pytest.mark.parametrize("bad,error,message", [
+    ([(0, 0), (0, 1)], ContractionError, r"invalid at entry 0 \(0, 0\)"),
+    ([(0, 3)], ContractionError, r"positions 0\.\.2"),
+    ([(0, 1)], ContractionError, "leaves 2 operands uncontracted"),
+    ([(0, 1), (0, 1), (0, 1)], ContractionError, r"invalid at entry 2"),
+    ("nonsense", ValueError, r"names no path optimizer; use one of .*'greedy'"),
+    (3, TypeError, "optimize= must be a preset name"),
+    ([("a", "b")], TypeError, "tuples of ints"),
+])
+def test_bad_optimize_values_are_refused_before_arithmetic(bad, error, message):
+    ops = [np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 2))]
+    with pytest.raises(error, match=message):
+        contract("Wi,ij,jk->Wk", *ops, optimize=bad)
+
+
+class ReversedPairs(opt_einsum.paths.PathOptimizer):
+    """Contracts the last two operands first, always; records what it was asked."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, inputs, output, size_dict, memory_limit=None):
+        self.calls.append((inputs, output, dict(size_dict)))
+        return [(n - 2, n - 1) for n in range(len(inputs), 1, -1)]
+
+
+def test_a_path_optimizer_instance_is_called_and_obeyed():
+    problem = random_problem("Wa,Wab,Wbc,Wc->W", (), seeded("rev"), extents=(2, 3))
+    optimizer = ReversedPairs()
+    expr = contract_expression("Wa,Wab,Wbc,Wc->W", *(a.shape for a in problem.operands),
+                               optimize=optimizer)
+    assert len(optimizer.calls) == 1
+    inputs, _, sizes = optimizer.calls[0]
+    assert len(inputs) == 4 and all(isinstance(k, str) for k in sizes)   # opt_einsum's convention
+    assert expr.schedule.path == ((2, 3), (1, 2), (0, 1))
+    assert expr.schedule.optimizer == "ReversedPairs"
+    close(expr(*problem.operands), oracle(problem))
+
+
+def test_cotengra_hyper_optimizer():
+    ctg = pytest.importorskip("cotengra")
+    problem = random_problem("Ka,KCab,Cbc,Kc->KC", (), seeded("ctg"), extents=(2, 3))
+    opt = ctg.HyperOptimizer(max_repeats=4, methods=["greedy"], progbar=False)
+    got = contract("Ka,KCab,Cbc,Kc->KC", *problem.operands, optimize=opt)
+    close(got, oracle(problem))
+
+
+@settings(max_examples=60, deadline=None)
+@given(grouped_problems(max_terms=4), st.integers(0, 2**32 - 1),
+       st.sampled_from(["greedy", "optimal", "dp", False]))
+def test_random_strings_agree_with_the_oracle_for_every_optimizer(problem, seed, optimize):
+    operands = random_operands(problem, np.random.default_rng(seed))
+    pins = needed_supplements(problem, identifiability(problem.subscripts))
+    got = contract(problem.subscripts, *operands, optimize=optimize, **pins)
+    close(got, np.einsum(hand_expand(problem), *operands))
+    close(got, loop_contract(problem.subscripts, operands, problem.group_shapes))
+
+
+# ---------------------------------------------------------------- contract_expression
+def test_contract_expression_reuses_one_compiled_schedule():
+    x, cores, z = (seeded("ce", k).standard_normal(s)
+                   for k, s in enumerate([(4, 2, 3), (2, 3, 5, 6), (4, 2, 5)]))
+    expr = contract_expression("WCa,Caib,WCi->WCb", x.shape, cores.shape, z.shape)
+    assert expr.output_shape == (4, 2, 6)
+    want = np.einsum("wca,caib,wci->wcb", x, cores, z)
+    close(expr(x, cores, z), want)
+    close(expr(2 * x, cores, z), 2 * want)
+    # contract() runs the very same schedule object (one cache below both).
+    assert expr.schedule is contract_expression("WCa,Caib,WCi->WCb", x.shape, cores.shape,
+                                                z.shape).schedule
+    assert "WCa,Caib,WCi->WCb" in repr(expr) and "(4, 2, 6)" in repr(expr)
+    assert "path" in expr.explain()
+
+
+def test_contract_expression_refuses_other_shapes_and_counts():
+    expr = contract_expression("Wij,Wjk->Wik", (5, 2, 3), (5, 3, 4))
+    with pytest.raises(SizeMismatchError, match=r"built for operand shapes \(5, 2, 3\), \(5, 3, 4\)"):
+        expr(np.ones((6, 2, 3)), np.ones((6, 3, 4)))
+    with pytest.raises(SizeMismatchError, match="built for operand shapes"):
+        expr(np.ones((5, 2, 3)))
+
+
+def test_contract_expression_takes_supplements_and_lists():
+    expr = contract_expression("WCo,WCa->Cao", (3, 2, 5), (3, 2, 4), len_W=1)
+    assert expr.output_shape == (2, 4, 5)
+    zo = np.arange(30.0).reshape(3, 2, 5)
+    close(expr(zo.tolist(), np.ones((3, 2, 4))), np.einsum("wco,wca->cao", zo, np.ones((3, 2, 4))))
+
+
+@pytest.mark.parametrize("shapes,message", [
+    (((2, -1), (3,)), "negative extent"),
+    (((2, 1.5), (3,)), "non-integer extent"),
+    (((2, True), (3,)), "bool extent"),
+])
+def test_contract_expression_checks_shapes(shapes, message):
+    with pytest.raises((TypeError, ContractionError), match=message):
+        contract_expression("Wa,a->W", *shapes)
+
+
+# ------------------------------------------------------ explain shows what executes
+class Recorder:
+    """numpy ArrayOps whose kernels log (kernel, elements of the result)."""
+
+    def __init__(self):
+        self.log = []
+
+        def logged(kind, fn):
+            def run(*args):
+                out = fn(*args)
+                self.log.append((kind, int(np.size(out))))
+                return out
+            return run
+
+        self.ops = replace(NUMPY_OPS, matmul=logged("matmul", NUMPY_OPS.matmul),
+                           multiply=logged("multiply", NUMPY_OPS.multiply),
+                           einsum=logged("einsum", NUMPY_OPS.einsum))
+
+
+def _printed_steps(report: str) -> list[str]:
+    lines = report.splitlines()
+    start = lines.index("schedule") + 1
+    steps = []
+    for line in lines[start:]:
+        if not line.startswith("  "):
+            break
+        steps.append(line.strip())
+    return steps
+
+
+def _check_explain_matches_execution(subscripts, operands, **kwargs):
+    report = explain(subscripts, *operands, **kwargs)
+    optimize = kwargs.pop("optimize", "auto")
+    expr = contract_expression(subscripts, *(np.shape(a) for a in operands), optimize=optimize,
+                               **kwargs)
+    schedule = expr.schedule
+    printed_path = ast.literal_eval(re.search(r"^path\s+(\[.*\])", report, re.M).group(1))
+    assert tuple(map(tuple, printed_path)) == schedule.path
+    name = expr.plan.expansion.symbols.__getitem__
+    assert _printed_steps(report) == describe_schedule(schedule, name)
+    recorder = Recorder()
+    result = compile_schedule(schedule, recorder.ops)(*operands)
+    if schedule.strategy == "direct":
+        assert [k for k, _ in recorder.log] == ["einsum"]
+    else:
+        assert [k for k, _ in recorder.log] == [s.kernel for s in schedule.steps]
+        assert [n for _, n in recorder.log] == [s.result_size for s in schedule.steps]
+    close(result, contract(subscripts, *operands, **kwargs))
+    # The printed path, passed back, gives the same steps.
+    again = contract_expression(subscripts, *(np.shape(a) for a in operands),
+                                optimize=printed_path, **kwargs).schedule
+    if schedule.strategy == "pairwise":
+        assert again.steps == schedule.steps
+
+
+@pytest.mark.parametrize("optimize", ["auto", "greedy"])
+def test_explain_prints_the_steps_executed_on_the_vocabulary(optimize):
+    for subscripts, pins in VOCABULARY:
+        # extents up to 6 so that some strings leave the tiny direct regime
+        problem = random_problem(subscripts, pins, seeded("explain", subscripts), extents=(1, 6))
+        _check_explain_matches_execution(subscripts, list(problem.operands), optimize=optimize,
+                                         **problem.len_kwargs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(grouped_problems(max_terms=4), st.integers(0, 2**32 - 1))
+def test_explain_prints_the_steps_executed_on_random_strings(problem, seed):
+    operands = random_operands(problem, np.random.default_rng(seed))
+    pins = needed_supplements(problem, identifiability(problem.subscripts))
+    _check_explain_matches_execution(problem.subscripts, operands, optimize="greedy", **pins)
+
+
+# ------------------------------------------------------------- the schedule as data
+def test_preparation_fields_for_size_one_diagonal_and_private_axes():
+    plan = make_plan("Wiij,Wk->Wk", ((5, 1, 3, 3, 4), (5, 1, 6)), ())
+    schedule = make_schedule(plan, "greedy")
+    x, y = schedule.preparations
+    assert x.squeeze == (5, 3, 3, 4) and x.diagonals == ((1, 2),)
+    assert len(x.sum_axes) == 2            # i (after the diagonal) and j are needed by no one
+    assert y.squeeze == (5, 6) and not y.sum_axes
+    (step,) = schedule.steps
+    assert step.kernel == "multiply" and step.contract == () and step.result_shape == (5, 6)
+    assert schedule.finish.reshape                 # the size-1 group axis comes back at the end
+    ops = [seeded("prep", k).standard_normal(s) for k, s in enumerate(plan.shapes)]
+    close(contract("Wiij,Wk->Wk", *ops, optimize="greedy"), np.einsum("wziij,wzk->wzk", *ops))
+
+
+def test_large_batched_product_is_one_matmul_step_with_views():
+    plan = make_plan("Bij,Bjk->Bik", ((64, 32, 48), (64, 48, 40)), ())
+    (step,) = make_schedule(plan).steps
+    assert step.kernel == "matmul"
+    assert not step.x_view.gather and not step.y_view.gather      # no copies: plain strided views
+    assert step.layout is not None and step.cost_ns == step.layout.cost > 0
+    assert step.flops == 2 * 64 * 32 * 48 * 40
+
+
+def test_small_problem_is_one_direct_einsum_and_false_forces_it():
+    plan = make_plan("Wij,Wjk->Wik", ((2, 2, 3), (2, 3, 2)), ())
+    assert make_schedule(plan).strategy == "direct"
+    big = make_plan("Wij,Wjk->Wik", ((40, 30, 30), (40, 30, 30)), ())
+    assert make_schedule(big).strategy == "pairwise"
+    assert make_schedule(big, False).strategy == "direct"
+    assert make_schedule(big, False).einsum == "abc,acd->abd"
+
+
+def test_a_direct_einsum_past_52_axes_is_refused_with_the_fix():
+    inputs = (tuple(range(60)),)
+    with pytest.raises(ContractionError, match="at most 52 distinct axes"):
+        schedule_labels(inputs, tuple(range(60)), ((1,) * 60,), strategy="direct")
+    x = np.ones((2,) + (1,) * 58 + (3,))            # 'A' solves to 59 axes: 60 labels in all
+    with pytest.raises(ContractionError, match="use a pairwise optimize="):
+        contract("Aa->aA", x, optimize=False)
+    assert contract("Aa->aA", x).shape == (3, 2) + (1,) * 58   # the default runs pairwise
+
+
+def test_schedules_are_frozen_and_hashable():
+    schedule = make_schedule(make_plan("Wa,Wa->W", ((40, 30), (40, 30)), ()), "greedy")
+    with pytest.raises(AttributeError):
+        schedule.strategy = "direct"  # type: ignore[misc]
+    assert hash(schedule) == hash(make_schedule(make_plan("Wa,Wa->W", ((40, 30), (40, 30)), ()), "greedy"))
+
+
+# ------------------------------------------------------------------- the registry
+class LazyForeign:
+    """A lazy array of an unknown library: converting it would compute it."""
+
+    conversions = 0
+    shape = (2, 3)
+    ndim = 2
+    dtype = np.dtype("float64")
+
+    def __array__(self, dtype=None, copy=None):
+        LazyForeign.conversions += 1
+        return np.ones(self.shape)
+
+    def __array_namespace__(self, api_version=None):
+        return sys.modules[__name__]   # some namespace that is not numpy
+
+
+class FakeDask(LazyForeign):
+    pass
+
+
+FakeDask.__module__ = "dask.array.core"
+
+
+@pytest.mark.parametrize("kind", [LazyForeign, FakeDask])
+def test_foreign_lazy_arrays_are_never_converted(kind):
+    LazyForeign.conversions = 0
+    op = kind()
+    try:
+        result = contract("Wa,a->W", op, np.ones(3))
+    except TypeError as err:
+        assert "operand 0" in str(err) and kind.__name__ in str(err)
+    else:  # a registered backend took it: then it must not have come back as numpy
+        assert not isinstance(result, np.ndarray)
+    assert LazyForeign.conversions == 0
+
+
+def test_plain_array_likes_are_converted_and_junk_is_refused():
+    class Wrapped:
+        def __array__(self, dtype=None, copy=None):
+            return np.arange(6.0).reshape(2, 3)
+
+    close(contract("Wa,a->W", Wrapped(), [1.0, 1.0, 1.0]), np.array([3.0, 12.0]))
+    assert backend_for([np.ones(2), 3.0, [1, 2]]).name == "numpy"
+    for junk, name in [(None, "NoneType"), ({"a": 1}, "dict"), ("abc", "str"), ((i for i in [1]), "generator")]:
+        with pytest.raises(TypeError, match=f"operand 1 is {name}"):
+            contract("a,a->", np.ones(1), junk)
+    with pytest.raises(ContractionError, match="operand 0 cannot be made an array"):
+        contract("Wa->W", [[1.0, 2.0], [3.0]])
+
+
+# ------------------------------------------------------------------ one-way layers
+STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "matmul_model", "schedule",
+          "backends", "api"]
+
+
+def _imports_of(path: Path) -> set[str]:
+    """First components of the contractions modules ``path`` imports (relative or absolute)."""
+    in_backends = path.parent.name == "backends"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 0:
+            if (node.module or "").startswith("contractions."):
+                found.add(node.module.split(".")[1])
+        elif node.level == 1 and in_backends:
+            found.add("backends")
+        else:
+            found.add((node.module or "").split(".")[0])
+    return found
+
+
+def test_no_stage_imports_a_later_stage():
+    rank = {name: k for k, name in enumerate(STAGES)}
+    for name in STAGES:
+        files = sorted((REPO / "contractions" / "backends").glob("*.py")) if name == "backends" \
+            else [REPO / "contractions" / f"{name}.py"]
+        for path in files:
+            for imported in _imports_of(path):
+                if imported in rank:
+                    assert rank[imported] <= rank[name], f"{path.name} imports the later stage {imported}"
+                assert imported != "testing", f"{path.name} imports the harness"
+
+
+def test_numpy_calls_import_no_framework_and_no_harness():
+    code = ("import sys, numpy as np\nfrom contractions import contract, explain, contract_expression\n"
+            "contract('WCa,Caib,WCi->WCb', np.ones((4, 2, 3)), np.ones((2, 3, 5, 6)), np.ones((4, 2, 5)))\n"
+            "explain('WCa,Caib,WCi->WCb', (4, 2, 3), (2, 3, 5, 6), (4, 2, 5))\n"
+            "contract_expression('Wa->W', (2, 3))(np.ones((2, 3)))\n"
+            "bad = [m for m in ('jax', 'torch', 'dask', 'contractions.testing') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
