@@ -62,7 +62,7 @@ _LEN_KEYWORD = re.compile(r"len_([A-Z])")
 _EPILOG = f"""\
 exit status:
   0  no findings
-  1  findings, printed to stdout as `path:line: message` (for check: a call-site problem;
+  1  findings, printed to stdout as path:line: message (for check: a call-site problem;
      for both: a file that cannot be read, decoded or parsed as Python; the run goes on)
   2  usage error: a bad option, or a PATH that does not exist
 
@@ -73,7 +73,7 @@ Directories never entered (each one met is named on stderr):
   and whatever --exclude matches.
 FIFOs, device files, symlink loops and files nested too deeply to parse are skipped with a
 message on stderr. Sources are decoded as Python decodes them (BOM, coding declaration).
-A line carrying `# contractions: ignore` is not scanned.
+A line carrying the comment '# contractions: ignore' is not scanned.
 """
 
 
