@@ -7,6 +7,10 @@ Messages always quote the subscripts string; syntax errors echo it with a caret 
 
 from __future__ import annotations
 
+import bisect
+import unicodedata
+from collections.abc import Iterable
+
 __all__ = [
     "ContractionError",
     "SubscriptsSyntaxError",
@@ -16,6 +20,9 @@ __all__ = [
     "SizeMismatchError",
     "SupplementError",
     "caret_line",
+    "quoted",
+    "QUOTE_LIMIT",
+    "CARET_WINDOW",
 ]
 
 
@@ -51,14 +58,81 @@ class SupplementError(ContractionError, TypeError):
     """
 
 
-def caret_line(subscripts: str, positions: list[int] | tuple[int, ...] | range) -> str:
-    """Return ``subscripts`` with a line of carets under ``positions``.
+QUOTE_LIMIT = 120
+"""Longest subscripts string a message quotes whole; longer ones are quoted by their start."""
+
+CARET_WINDOW = 72
+"""Most characters of the subscripts a caret line echoes (a window around the culprit)."""
+
+_CARET_CONTEXT = 32  # characters shown before the first culprit when the string is cut
+
+
+def quoted(subscripts: str) -> str:
+    """``repr(subscripts)``, or for a long string its start and its length.
+
+    >>> quoted('WCa,Caib->WCb')
+    "'WCa,Caib->WCb'"
+    >>> quoted('Wa,' * 100 + 'Wa->W')
+    "'Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,Wa,'... (305 characters)"
+    """
+    if len(subscripts) <= QUOTE_LIMIT:
+        return repr(subscripts)
+    return f"{subscripts[:QUOTE_LIMIT // 2]!r}... ({len(subscripts)} characters)"
+
+
+def _rendered(ch: str, quote: str) -> tuple[str, int]:
+    """How ``repr`` spells ``ch`` inside a string quoted with ``quote``, and its width in
+    terminal columns (wide East Asian characters take two; a combining mark, which would
+    stack on its neighbour, is spelt as its escape instead)."""
+    if ch == quote or ch == "\\":
+        return "\\" + ch, 2
+    text = repr(ch)[1:-1]
+    if text != ch:  # escaped by repr: plain ASCII
+        return text, len(text)
+    if unicodedata.combining(ch):
+        text = ch.encode("unicode_escape").decode("ascii")
+        return text, len(text)
+    return ch, 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def caret_line(subscripts: str, positions: Iterable[int]) -> str:
+    """Echo ``subscripts`` as ``repr`` does, with a line of carets under ``positions``.
+
+    A position equal to ``len(subscripts)`` marks the end (the closing quote).  Characters
+    ``repr`` escapes (tabs, newlines, quotes, non-printables) get as many carets as their
+    escape has characters, so the carets stay under the culprit.  A string longer than
+    `CARET_WINDOW` is echoed as a window around the first position, with ``...`` outside the
+    quotes where it is cut.
 
     >>> print(caret_line('Wa...->W', range(2, 5)))
         'Wa...->W'
            ^^^
+    >>> print(caret_line('W\\ta1->W', [3]))
+        'W\\ta1->W'
+             ^
     """
-    marks = [" "] * (len(subscripts) + 1)
-    for p in positions:
-        marks[min(p, len(subscripts))] = "^"
-    return f"    {subscripts!r}\n     " + "".join(marks).rstrip()
+    n = len(subscripts)
+    places = sorted(set(positions))
+    if places and places[-1] > n:  # past the end means the end
+        places = places[:bisect.bisect_right(places, n)] + [n]
+    lo, hi = 0, n
+    if n > CARET_WINDOW:
+        first = max(places[0], 0) if places else 0
+        lo = max(0, min(first - _CARET_CONTEXT, n - CARET_WINDOW))
+        hi = lo + CARET_WINDOW
+    text = subscripts[lo:hi]
+    quote = '"' if "'" in text and '"' not in text else "'"
+    before = "..." if lo > 0 else ""
+    after = "..." if hi < n else ""
+    pieces: list[str] = []
+    marks: list[str] = []
+    wanted = set(places[bisect.bisect_left(places, lo):bisect.bisect_right(places, hi)])
+    for i, ch in enumerate(text, start=lo):
+        piece, width = _rendered(ch, quote)
+        pieces.append(piece)
+        marks.append(("^" if i in wanted else " ") * width)
+    if n in wanted and hi == n:
+        marks.append("^")  # the end of the string: under the closing quote
+    echo = f"{before}{quote}{''.join(pieces)}{quote}{after}"
+    indent = " " * (len(before) + 1)
+    return f"    {echo}\n    {indent}{''.join(marks)}".rstrip()

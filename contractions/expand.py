@@ -4,8 +4,10 @@ Given the solved number of axes of every group, each group becomes that many fre
 single-axis symbols, handed out in order of first appearance (inputs left to right, then
 the output).  Lowercase letters keep their own letters; fresh symbols come from ``A``-``Z``
 first (so an expansion reads as "uppercase = group axes"), then unused lowercase letters,
-then, past 52 symbols, the non-ASCII symbols of `opt_einsum.get_symbol`.  An empty group
-vanishes.  Because symbols are handed out by position, every split of a co-travelling run
+then, past 52 symbols, the non-ASCII characters from U+00C0 on that `opt_einsum.get_symbol`
+uses, skipping the surrogates U+D800-U+DFFF (which no text can hold alone).  Those are for
+``jnp.einsum``, not for people: `Expansion.readable` writes them as ``[label]``.  An empty
+group vanishes.  Because symbols are handed out by position, every split of a co-travelling run
 expands to the very same string.
 
 >>> expansion('WCa,Caib,WCi->WCb', {'W': 2, 'C': 1}).einsum
@@ -19,11 +21,9 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import opt_einsum
-
 from .parser import ParsedSubscripts, is_group, parse
 
-__all__ = ["Expansion", "expansion", "expand", "EXPAND_CACHE_SIZE"]
+__all__ = ["Expansion", "expansion", "expand", "symbol_past_letters", "EXPAND_CACHE_SIZE"]
 
 EXPAND_CACHE_SIZE = 4096
 
@@ -48,6 +48,27 @@ class Expansion:
     letter_labels: tuple[tuple[str, int], ...]
 
     @property
+    def readable(self) -> str:
+        """``einsum`` for display: the same string while every symbol is an ASCII letter;
+        past the 52 letters each other axis is written ``[label]`` (its integer label), so
+        nothing unprintable, combining or look-alike reaches a reader.
+
+        >>> e = expansion('Wa,Xa->WX', {'W': 26, 'X': 27})   # X's last 2 axes are past 'z'
+        >>> e.readable[-12:]
+        'wxyz[52][53]'
+        >>> expansion('WCa,Caib,WCi->WCb', {'W': 2, 'C': 1}).readable
+        'ABCa,Caib,ABCi->ABCb'
+        """
+        name = self.readable_symbol
+        inputs = ",".join("".join(map(name, term)) for term in self.inputs)
+        return inputs + "->" + "".join(map(name, self.output))
+
+    def readable_symbol(self, label: int) -> str:
+        """How `readable` writes ``label``: its letter, or ``[label]`` past the letters."""
+        symbol = self.symbols[label]
+        return symbol if symbol in _LETTERS else f"[{label}]"
+
+    @property
     def n_axes(self) -> int:
         """Number of distinct single axes after expansion."""
         return len(self.symbols)
@@ -63,6 +84,23 @@ class Expansion:
         raise KeyError(label)
 
 
+_LETTERS = frozenset(string.ascii_letters)
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def symbol_past_letters(k: int) -> str:
+    """The ``k``-th fresh symbol (``k >= 52``): ``chr(k + 140)`` as `opt_einsum.get_symbol`,
+    but moved past the surrogates, which a str can hold but no encoding can write.
+
+    >>> symbol_past_letters(52), symbol_past_letters(0xD7FF - 140)
+    ('À', '\ud7ff')
+    >>> hex(ord(symbol_past_letters(0xD800 - 140)))
+    '0xe000'
+    """
+    code = k + 140
+    return chr(code + len(_SURROGATES) if code >= _SURROGATES.start else code)
+
+
 def _fresh_symbols(used_letters: set[str]):
     for ch in string.ascii_uppercase:
         yield ch
@@ -71,7 +109,7 @@ def _fresh_symbols(used_letters: set[str]):
             yield ch
     k = 52
     while True:
-        yield opt_einsum.get_symbol(k)
+        yield symbol_past_letters(k)
         k += 1
 
 

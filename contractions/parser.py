@@ -11,16 +11,18 @@ Pure and array-free: this module only reads text.  The result is a frozen
 from __future__ import annotations
 
 import functools
+import re
+import string
 from dataclasses import dataclass
+from typing import NoReturn
 
-from .errors import SubscriptsSyntaxError, caret_line
+from .errors import CARET_WINDOW, SubscriptsSyntaxError, caret_line, quoted
 
 __all__ = ["ParsedSubscripts", "parse", "is_group", "PARSE_CACHE_SIZE"]
 
 PARSE_CACHE_SIZE = 4096
 
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def is_group(symbol: str) -> bool:
@@ -53,12 +55,16 @@ class ParsedSubscripts:
 
 def _fail(subscripts: str, positions, problem: str, fix: str) -> SubscriptsSyntaxError:
     return SubscriptsSyntaxError(
-        f"invalid subscripts {subscripts!r}: {problem}\n{caret_line(subscripts, positions)}\n{fix}"
+        f"invalid subscripts {quoted(subscripts)}: {problem}\n"
+        f"{caret_line(subscripts, positions)}\n{fix}"
     )
 
 
 def parse(subscripts: str) -> ParsedSubscripts:
     """Parse and validate ``subscripts``; raise `SubscriptsSyntaxError` with a caret on error.
+
+    Linear in the length of the string: every scan is a regular expression or a string
+    method, and the Python-level loops run over the output term or only on the error path.
 
     >>> parse('Wii->W').inputs
     ('Wii',)
@@ -68,76 +74,95 @@ def parse(subscripts: str) -> ParsedSubscripts:
     return _parse(subscripts)
 
 
+# Anything but the dialect's characters (``\s`` is exactly ``str.isspace`` on str patterns).
+_BAD_CHARACTER = re.compile(r"[^A-Za-z,\->\s]")
+# A '-' not followed by '>' or a '>' not preceded by '-': a broken arrow.
+_BROKEN_ARROW = re.compile(r"-(?!>)|(?<!-)>")
+# An input term that is empty or only whitespace (searched in the inputs only).
+_EMPTY_TERM = re.compile(r"(?:^|,)\s*(?=,|\Z)")
+_DOTS = re.compile(r"\.+")
+_GROUP = re.compile(r"[A-Z]")
+_SYMBOL = re.compile(r"\S")
+
+
+# Fast paths for ASCII text (bytes.translate and str.count run at memory speed); the regular
+# expressions above decide the rest and find the position of an error.
+_ASCII_SPACE = "".join(ch for ch in map(chr, range(128)) if ch.isspace())
+_ASCII_ALLOWED = (string.ascii_letters + ",->" + _ASCII_SPACE).encode("ascii")
+_LOWERCASE = string.ascii_lowercase.encode("ascii")
+
+
+def _has_bad_character(s: str) -> bool:
+    return not s.isascii() or bool(s.encode("ascii").translate(None, _ASCII_ALLOWED))
+
+
+def _has_space(s: str) -> bool:
+    return not s.isascii() or any(ch in s for ch in _ASCII_SPACE)
+
+
 @functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
 def _parse(s: str) -> ParsedSubscripts:
     # Character classes first: the caret points at the first offending run.
-    for pos, ch in enumerate(s):
-        if ch in _UPPER or ch in _LOWER or ch in ",->" or ch.isspace():
-            continue
+    bad = _BAD_CHARACTER.search(s) if _has_bad_character(s) else None
+    if bad is not None:
+        pos, ch = bad.start(), bad.group()
         if ch == ".":
-            end = pos
-            while end < len(s) and s[end] == ".":
-                end += 1
+            end = _DOTS.match(s, pos).end()  # type: ignore[union-attr]
             what = "'...' (ellipsis) is" if end - pos == 3 else "'.' is"
-            raise _fail(s, range(pos, end), f"{what} not part of this dialect",
+            # Carets past the echoed window are not shown: do not hand them over.
+            raise _fail(s, range(pos, min(end, pos + CARET_WINDOW)), f"{what} not part of this dialect",
                         "An uppercase group replaces '...': write e.g. 'Wij,jk->Wik' "
                         "where W stands for any number of leading axes.")
         raise _fail(s, [pos], f"character {ch!r} is not allowed",
                     "Use A-Z for groups of axes, a-z for single axes, ',' between inputs "
                     "and one '->' before the output.")
-    arrows = [i for i in range(len(s) - 1) if s[i:i + 2] == "->"]
-    for pos, ch in enumerate(s):
-        if ch == "-" and pos not in arrows:
-            raise _fail(s, [pos], "'-' must be followed by '>'", "Write the arrow as '->'.")
-        if ch == ">" and pos - 1 not in arrows:
-            raise _fail(s, [pos], "'>' must follow '-'", "Write the arrow as '->'.")
-    if not arrows:
+    arrows = s.count("->")
+    broken = _BROKEN_ARROW.search(s) if s.count("-") != arrows or s.count(">") != arrows else None
+    if broken is not None:
+        if broken.group() == "-":
+            raise _fail(s, [broken.start()], "'-' must be followed by '>'", "Write the arrow as '->'.")
+        raise _fail(s, [broken.start()], "'>' must follow '-'", "Write the arrow as '->'.")
+    arrow = s.find("->")
+    if arrow < 0:
         raise _fail(s, [len(s)], "the output is missing (implicit output is not supported)",
                     "Write the output explicitly after '->', e.g. 'WCa,Caib->WCb'; "
                     "an empty output ('ij,ij->') sums everything.")
-    if len(arrows) > 1:
-        raise _fail(s, [arrows[1], arrows[1] + 1], "more than one '->'",
+    second = s.find("->", arrow + 2)
+    if second >= 0:
+        raise _fail(s, [second, second + 1], "more than one '->'",
                     "A subscripts string has exactly one '->' before the output term.")
-    arrow = arrows[0]
+    comma = s.find(",", arrow + 2)
+    if comma >= 0:
+        raise _fail(s, [comma], "',' in the output term",
+                    "The output is a single term; list all its symbols without commas.")
 
-    # Split input terms, keeping the position of every symbol for carets.
-    input_terms: list[list[tuple[int, str]]] = [[]]
-    comma_positions: list[int] = []
-    for pos in range(arrow):
-        ch = s[pos]
-        if ch == ",":
-            input_terms.append([])
-            comma_positions.append(pos)
-        elif not ch.isspace():
-            input_terms[-1].append((pos, ch))
-    output_term: list[tuple[int, str]] = []
-    for pos in range(arrow + 2, len(s)):
-        ch = s[pos]
-        if ch == ",":
-            raise _fail(s, [pos], "',' in the output term",
-                        "The output is a single term; list all its symbols without commas.")
-        if not ch.isspace():
-            output_term.append((pos, ch))
+    left, output = s[:arrow], s[arrow + 2:]
+    if _has_space(s):  # str.split() splits on exactly the str.isspace characters
+        left, output = "".join(left.split()), "".join(output.split())
+    inputs = left.split(",")
+    empty = inputs.index("") if "" in inputs else len(inputs)
+    # A group repeated inside a term: checked once per distinct term, on its groups only
+    # (``left`` is ASCII letters and commas by now).
+    term_groups = left.encode("ascii").translate(None, _LOWERCASE).split(b",")
+    distinct = list(dict.fromkeys(term_groups))
+    if list(map(len, map(set, distinct))) != list(map(len, distinct)):
+        k = min(term_groups.index(t) for t in distinct if len(set(t)) != len(t))
+        if k < empty:
+            _repeated_group_error(s, arrow, k)
+    if empty < len(inputs):
+        # Point at the delimiters around the empty slot (',' before it, ',' or '->' after).
+        slot = _EMPTY_TERM.search(s, 0, arrow)
+        assert slot is not None
+        where = [slot.start()] if empty > 0 else []
+        where.append(slot.end())
+        raise _fail(s, where, f"input term {empty} is empty",
+                    "Every operand needs a non-empty term; a scalar operand is not "
+                    "expressible (use a group that is empty at this call, e.g. 'S').")
 
-    for k, term in enumerate(input_terms):
-        if not term:
-            # Point at the delimiters around the empty slot.
-            where = [comma_positions[k - 1]] if k > 0 else []
-            where.append(comma_positions[k] if k < len(comma_positions) else arrow)
-            raise _fail(s, where, f"input term {k} is empty",
-                        "Every operand needs a non-empty term; a scalar operand is not "
-                        "expressible (use a group that is empty at this call, e.g. 'S').")
-        seen: dict[str, int] = {}
-        for pos, ch in term:
-            if is_group(ch) and ch in seen:
-                raise _fail(s, [seen[ch], pos], f"group {ch!r} appears twice in input term {k}",
-                            "A group may appear at most once per term; for a diagonal over a "
-                            "group's axes spell its axes with lowercase letters.")
-            seen.setdefault(ch, pos)
-
-    in_symbols = {ch for term in input_terms for _, ch in term}
+    in_symbols = set(left)
     out_seen: dict[str, int] = {}
-    for pos, ch in output_term:
+    for match in _SYMBOL.finditer(s, arrow + 2):  # a valid output has at most 52 symbols
+        pos, ch = match.start(), match.group()
         if ch in out_seen:
             raise _fail(s, [out_seen[ch], pos], f"{ch!r} appears twice in the output",
                         "Each output symbol may appear once (a repeated output letter is not a "
@@ -147,11 +172,23 @@ def _parse(s: str) -> ParsedSubscripts:
                         "Every output symbol must come from some input term.")
         out_seen[ch] = pos
 
-    inputs = tuple("".join(ch for _, ch in term) for term in input_terms)
-    output = "".join(ch for _, ch in output_term)
-    groups: list[str] = []
-    for text in inputs + (output,):
-        for ch in text:
-            if is_group(ch) and ch not in groups:
-                groups.append(ch)
-    return ParsedSubscripts(subscripts=s, inputs=inputs, output=output, groups=tuple(groups))
+    # Every output symbol occurs in an input, so first appearance in the inputs is the order.
+    first = {g: left.find(g) for g in _UPPER}
+    groups = tuple(sorted((g for g, at in first.items() if at >= 0), key=first.__getitem__))
+    return ParsedSubscripts(subscripts=s, inputs=tuple(inputs), output=output, groups=groups)
+
+
+def _repeated_group_error(s: str, arrow: int, k: int) -> NoReturn:
+    """Raise the error for the first group repeated in input term ``k`` (error path only)."""
+    raw = s[:arrow].split(",")
+    start = sum(map(len, raw[:k])) + k
+    stop = start + len(raw[k])
+    seen: dict[str, int] = {}
+    for match in _GROUP.finditer(s, start, stop):  # at most 27 groups before a repeat
+        pos, ch = match.start(), match.group()
+        if ch in seen:
+            raise _fail(s, [seen[ch], pos], f"group {ch!r} appears twice in input term {k}",
+                        "A group may appear at most once per term; for a diagonal over a "
+                        "group's axes spell its axes with lowercase letters.")
+        seen[ch] = pos
+    raise AssertionError("unreachable: the term has no repeated group")  # pragma: no cover

@@ -22,13 +22,14 @@ gives the same expanded einsum.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .arguments import check_operand_count, normalise_supplements
-from .errors import InconsistentError, SupplementError, UnderdeterminedError
+from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
 from .parser import ParsedSubscripts, is_group, parse
 
 __all__ = [
@@ -136,21 +137,28 @@ def _null_space(rows: list[list[Fraction]], pivots: list[int], ncols: int) -> li
     return basis
 
 
-def _rank(vectors: list[list[Fraction]], ncols: int) -> int:
-    rows = [list(v) for v in vectors]
-    return len(_eliminate(rows, ncols)) if rows else 0
-
-
 # ------------------------------------------------------------------ identifiability
+SMALLEST_SETS_SHOWN = 3
+"""How many smallest completing sets `Identifiability` lists (and messages quote)."""
+
+
 @dataclass(frozen=True)
 class Identifiability:
     """What the subscripts string (plus the names of supplied ``len_*``) decides.
 
-    ``undetermined`` lists the groups whose number of axes the string cannot decide
-    (members of co-travelling runs are only listed when the run's total is open);
-    ``candidates`` lists every group ``G`` for which adding ``len_G`` alone completes
-    the solve; ``rank_deficit`` is how many more independent supplements are needed;
-    ``completion`` is one smallest set of extra supplements that completes it.
+    ``undetermined`` lists the groups, not supplied, whose number of axes the string cannot
+    decide (members of co-travelling runs are only listed when the run's total is open).
+    ``minimum_pins`` is the smallest number of further ``len_*`` that determines the string,
+    and ``smallest_sets`` lists up to `SMALLEST_SETS_SHOWN` sets of that many groups that do,
+    earliest groups first (``more_smallest_sets`` says whether other such sets exist);
+    ``completion`` is the first of them.  ``candidates`` lists every group ``G`` whose
+    ``len_G`` alone completes the solve (empty unless ``minimum_pins == 1``).
+    ``rank_deficit`` is how many run totals the equations leave free; a run is only closed
+    once all its members are pinned, so ``minimum_pins`` can exceed it.
+
+    >>> info = identifiability('WKCDa->WKa')     # runs (W, K) and (C, D); one equation
+    >>> info.rank_deficit, info.minimum_pins, info.smallest_sets
+    (1, 2, (('W', 'K'), ('C', 'D')))
     """
 
     subscripts: str
@@ -161,6 +169,9 @@ class Identifiability:
     candidates: tuple[str, ...]
     rank_deficit: int
     completion: tuple[str, ...]
+    minimum_pins: int = 0
+    smallest_sets: tuple[tuple[str, ...], ...] = ()
+    more_smallest_sets: bool = False
 
     @property
     def needs_supplement(self) -> bool:
@@ -171,60 +182,146 @@ class Identifiability:
         """One line for reports: ``'determined'`` or which ``len_*`` would complete it."""
         if not self.undetermined:
             return "determined"
-        if self.candidates:
+        if self.minimum_pins == 1:
             return "needs one of " + ", ".join(f"len_{g}" for g in self.candidates)
-        return (f"needs {self.rank_deficit} more supplements, e.g. "
-                + ", ".join(f"len_{g}" for g in self.completion))
+        more = "more " if self.supplied else ""
+        return f"needs {self.minimum_pins} {more}supplements{_sets_text(self)}"
 
 
-def _analyse(parsed: ParsedSubscripts, supplied: tuple[str, ...]):
-    """Return (undetermined groups, rank deficit) for ``supplied`` pins."""
-    n = len(parsed.groups)
-    rows = _coefficients(parsed, supplied)
-    pivots = _eliminate(rows, n)
-    null = _null_space(rows, pivots, n)
-    runs = _runs_of(parsed)
-    index = {g: i for i, g in enumerate(parsed.groups)}
-    # Project the null space onto run totals: a run is open when some direction
-    # of freedom changes its total; splits inside a run are unobservable.
-    projected = [[sum((v[index[g]] for g in run), Fraction(0)) for run in runs] for v in null]
-    open_runs = [run for k, run in enumerate(runs) if any(p[k] != 0 for p in projected)]
-    undetermined = tuple(g for g in parsed.groups if any(g in run for run in open_runs))
-    return undetermined, _rank(projected, len(runs))
+def _sets_text(info: Identifiability) -> str:
+    """``': {len_W, len_K} or {len_C, len_D}'``, or ``', e.g. ...'`` when more sets exist."""
+    sets = ["{" + ", ".join(f"len_{g}" for g in names) + "}" for names in info.smallest_sets]
+    listed = sets[0] if len(sets) == 1 else ", ".join(sets[:-1]) + " or " + sets[-1]
+    return (", e.g. " if info.more_smallest_sets else ": ") + listed
+
+
+def _primitive(v: list[int]) -> list[int]:
+    d = math.gcd(*v)
+    return [x // d for x in v] if d > 1 else v
+
+
+def _reduced_rows(rows: Iterable[Sequence[int]], ncols: int) -> list[tuple[int, list[int]]]:
+    """Integer reduced row echelon form: ``(pivot column, row)`` pairs, each row zero in the
+    other rows' pivot columns.  Fraction-free (rows are combined crosswise and divided by
+    their gcd), hence exact; the pivots are the first basis of columns in column order."""
+    basis: list[tuple[int, list[int]]] = []
+    for given in rows:
+        v = list(given)
+        for p, r in basis:
+            if v[p]:
+                v = _primitive([r[p] * a - v[p] * b for a, b in zip(v, r)])
+        pivot = next((c for c in range(ncols) if v[c]), None)
+        if pivot is None:
+            continue
+        v = _primitive(v)
+        for i, (q, r) in enumerate(basis):
+            if r[pivot]:
+                basis[i] = (q, _primitive([v[pivot] * a - r[pivot] * b for a, b in zip(r, v)]))
+        basis.append((pivot, v))
+        if len(basis) == ncols:
+            break
+    return basis
+
+
+def _exchange(rows: dict[int, list[int]], out: int, into: int, column: int) -> dict[int, list[int]]:
+    """Basis exchange on a tableau (``rows[b]``: coordinates on basis element ``b``, scaled
+    so that its own entry is the scale): ``into`` (at ``column``) replaces ``out``."""
+    pivot_row = rows[out]
+    f = pivot_row[column]
+    new = {}
+    for x, r in rows.items():
+        if x == out:
+            new[into] = pivot_row
+        elif r[column]:
+            new[x] = _primitive([f * a - r[column] * b for a, b in zip(r, pivot_row)])
+        else:
+            new[x] = r
+    return new
 
 
 @functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
 def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Identifiability:
-    undetermined, deficit = _analyse(parsed, supplied)
-    candidates: tuple[str, ...] = ()
-    completion: tuple[str, ...] = ()
-    if undetermined:
-        candidates = tuple(g for g in parsed.groups if g not in supplied
-                           and not _analyse(parsed, supplied + (g,))[0])
-        # Greedy smallest completion: each accepted pin lowers the deficit by one,
-        # and pins that change nothing are skipped, so the result has exactly
-        # ``deficit`` members.
-        chosen: list[str] = []
-        current = deficit
-        for g in parsed.groups:
-            if current == 0:
-                break
-            if g in supplied:
-                continue
-            trial = _analyse(parsed, supplied + tuple(chosen) + (g,))[1]
-            if trial < current:
-                chosen.append(g)
-                current = trial
-        completion = tuple(chosen)
+    """The string-level analysis (docs/solver.md, "The algorithm, briefly").
+
+    Every term contains either all members of a co-travelling run or none, so the equations
+    only see run totals: one 0/1 column per run.  A run with an unpinned member can take any
+    total, so the string is determined exactly when the columns of those *free* runs are
+    linearly independent; pinning all unpinned members of a run removes its column.  The
+    cheapest removal (a run costs its number of unpinned members) leaves a maximum-weight
+    basis of the free columns, which the greedy order (heaviest runs first) finds, and every
+    smallest set is the complement of one such basis.
+    """
+    runs = _runs_of(parsed)
+    pinned = set(supplied)
+    free = [run for run in runs if any(g not in pinned for g in run)]
+    members = [tuple(g for g in run if g not in pinned) for run in free]
+    # Columns heaviest first (stable), so the pivots are a maximum-weight basis.
+    columns = sorted(range(len(free)), key=lambda j: -len(members[j]))
+    where = {g: c for c, j in enumerate(columns) for g in free[j]}
+    distinct_rows = {frozenset(where[g] for g in term if g in where) for term in set(parsed.inputs)}
+    rows = [[int(c in row) for c in range(len(columns))] for row in distinct_rows if row]
+    basis = _reduced_rows(rows, len(columns))
+    pivots = {p for p, _ in basis}
+    deficit = len(columns) - len(basis)
+    if deficit == 0:
+        return Identifiability(parsed.subscripts, parsed.groups, runs, supplied, (), (), 0, ())
+
+    # A run is open unless it is in every basis: a pivot whose row is zero off its pivot.
+    closed = {p for p, r in basis if not any(r[c] for c in range(len(columns)) if c not in pivots)}
+    open_groups = {g for c, j in enumerate(columns) if c not in closed for g in members[j]}
+    undetermined = tuple(g for g in parsed.groups if g in open_groups)
+    minimum = sum(len(members[columns[c]]) for c in range(len(columns)) if c not in pivots)
+
+    # Maximum-weight bases are, weight class by weight class, the bases of the class's
+    # columns modulo everything heavier: the reduced rows pivoting in the class, restricted
+    # to its columns, are the tableau of that class.  A depth-first search over the runs in
+    # string order (closing before keeping) lists the smallest sets earliest groups first;
+    # each step is checked feasible on the tableau, so the search never backtracks emptily.
+    weight = {c: len(members[columns[c]]) for c in range(len(columns))}
+    in_class = {w: [c for c in sorted(weight, key=lambda c: columns[c]) if weight[c] == w]
+                for w in set(weight.values())}
+    local = {c: in_class[weight[c]].index(c) for c in weight}
+    tableaus = {w: {p: [r[c] for c in cols] for p, r in basis if weight[p] == w}
+                for w, cols in in_class.items()}
+    order = sorted(weight, key=lambda c: columns[c])
+    limit = len(parsed.groups) + 1 if minimum == 1 else SMALLEST_SETS_SHOWN + 1
+    found: list[tuple[str, ...]] = []
+
+    def visit(i: int, tabs: dict[int, dict[int, list[int]]], pins: tuple[str, ...]) -> bool:
+        if i == len(order):
+            found.append(pins)
+            return len(found) >= limit
+        e = order[i]
+        w = weight[e]
+        rows = tabs[w]
+        later = in_class[w][local[e] + 1:]  # the class's undecided columns
+        closing = pins + members[columns[e]]
+        if e not in rows:  # close e: the basis stands without it
+            if visit(i + 1, tabs, closing):
+                return True
+        else:  # close e: swap in an undecided non-basis column with a nonzero coordinate
+            u = next((u for u in later if u not in rows and rows[e][local[u]]), None)
+            if u is not None and visit(i + 1, {**tabs, w: _exchange(rows, e, u, local[u])}, closing):
+                return True
+        if e in rows:  # keep e
+            return visit(i + 1, tabs, pins)
+        b = next((b for b in later if b in rows and rows[b][local[e]]), None)
+        return b is not None and visit(i + 1, {**tabs, w: _exchange(rows, b, e, local[e])}, pins)
+
+    visit(0, tableaus, ())
+    candidates = tuple(names[0] for names in found) if minimum == 1 else ()
     return Identifiability(
         subscripts=parsed.subscripts,
         groups=parsed.groups,
-        runs=_runs_of(parsed),
+        runs=runs,
         supplied=supplied,
         undetermined=undetermined,
         candidates=candidates,
         rank_deficit=deficit,
-        completion=completion,
+        completion=found[0],
+        minimum_pins=minimum,
+        smallest_sets=tuple(found[:SMALLEST_SETS_SHOWN]),
+        more_smallest_sets=len(found) > SMALLEST_SETS_SHOWN,
     )
 
 
@@ -233,7 +330,7 @@ def _check_supplied(parsed: ParsedSubscripts, supplied: Iterable[str]) -> tuple[
     for g in names:
         if g not in parsed.groups:
             raise SupplementError(
-                f"len_{g} was passed but group {g!r} does not appear in {parsed.subscripts!r}; "
+                f"len_{g} was passed but group {g!r} does not appear in {quoted(parsed.subscripts)}; "
                 f"its groups are {', '.join(parsed.groups) or '(none)'}. Remove len_{g} or fix the string."
             )
     return tuple(g for g in parsed.groups if g in names)
@@ -285,12 +382,12 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         if nd < nlower or (not has_group and nd != nlower):
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
-                f"inconsistent operands for {s!r}: operand {k} (term {term!r}) has ndim {nd}, "
+                f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term)}) has ndim {nd}, "
                 f"but its term needs {want} axes ({nlower} single-axis letters"
                 f"{' plus its groups' if has_group else ''}). Check the operand order and "
                 f"that operand {k} is the array you meant."
             )
-        labels.append(f"operand {k}, term {term!r}, ndim {nd}")
+        labels.append(f"operand {k}, term {quoted(term)}, ndim {nd}")
     for g, n in supplements:
         labels.append(f"len_{g}={n}")
 
@@ -317,7 +414,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     for row in rows[len(pivots):]:
         if row[n_groups] != 0:
             raise InconsistentError(
-                f"inconsistent operands for {s!r}: these group-length equations cannot all hold\n"
+                f"inconsistent operands for {quoted(s)}: these group-length equations cannot all hold\n"
                 f"{culprits(row)}\n"
                 "Check the operand order (operands follow the input terms left to right), "
                 "each operand's ndim, and any len_* you passed."
@@ -355,7 +452,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
             involved = [j for j in range(n_eq)
                         if any(row[n_groups + 1 + j] != 0 for row in source_rows)]
             raise InconsistentError(
-                f"inconsistent operands for {s!r}: group {g!r} would have {what} axes from\n"
+                f"inconsistent operands for {quoted(s)}: group {g!r} would have {what} axes from\n"
                 f"{_equations(involved)}\n"
                 "Check the operand order (operands follow the input terms left to right), "
                 "each operand's ndim, and any len_* you passed."
@@ -366,17 +463,19 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
 def _underdetermined_message(info: Identifiability) -> str:
     groups = ", ".join(repr(g) for g in info.undetermined)
     pinned = f" (with {', '.join('len_' + g for g in info.supplied)} given)" if info.supplied else ""
-    if info.candidates:
+    if info.minimum_pins == 1:
         fix = "Pass one of " + ", ".join(f"len_{g}=<number of axes>" for g in info.candidates) + "."
     else:
-        fix = (f"Pass {info.rank_deficit} more supplements, e.g. "
-               + ", ".join(f"len_{g}=<n>" for g in info.completion) + ".")
+        more = "more " if info.supplied else ""
+        fix = (f"Pass {info.minimum_pins} {more}supplements together "
+               f"(each len_<G>=<number of axes>){_sets_text(info)}.")
     return (
-        f"underdetermined subscripts {info.subscripts!r}{pinned}: the number of axes of groups "
-        f"{groups} cannot be decided from the operands' ndims: the input terms fix only combined "
-        f"lengths of these groups, and the string still observes how each combination splits. {fix} "
-        "This need comes from the string itself, not from these shapes: every call with this "
-        "string needs the same supplement."
+        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: the number of axes of "
+        f"groups {groups} cannot be decided from the operands' ndims: the input terms fix only "
+        "sums of these lengths, and the solver leaves a split open only inside a co-travelling "
+        f"run, where every split expands to the same einsum. {fix} This need comes from the "
+        "string itself, not from these shapes: every call with this string needs the same "
+        "supplement."
     )
 
 

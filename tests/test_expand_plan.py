@@ -1,5 +1,7 @@
 """Stages 3 and 4: expansion symbols and the validated plan."""
 
+import re
+
 import pytest
 
 from contractions import SizeMismatchError, expansion, make_plan
@@ -26,6 +28,39 @@ def test_past_26_group_axes_use_unused_lowercase_then_unicode():
     assert syms.count("a") == 1 and syms[30] == "a"  # the string's own letter, never reused
     assert all(len(s) == 1 for s in syms) and len(set(syms)) == 61
     assert any(ord(s) > 127 for s in syms)
+
+
+def test_readable_rendering_names_axes_past_the_letters_by_label():
+    e = expansion("Wa,Xa->WX", {"W": 30, "X": 30})   # 61 axes: 9 past the 52 letters
+    assert any(not s.isascii() for s in e.symbols)     # the einsum needs non-letter symbols
+    text = e.readable
+    assert text.isascii() and text.isprintable()
+    # Read it back independently: a letter, or [label].
+    def tokens(term):
+        return [int(t[1:-1]) if t.startswith("[") else t for t in re.findall(r"\[\d+\]|[A-Za-z]", term)]
+
+    inputs, output = text.split("->")
+    letters = list("ABCDEFGHIJKLMNOPQRSTUVWXYZ") + list("bcdefghijklmnopqrstuvwxyz")  # 'a' is the string's
+    w_axes, x_axes = letters[:30], letters[30:] + [52 + k for k in range(9)]
+    assert [tokens(t) for t in inputs.split(",")] == [w_axes + ["a"], x_axes + ["a"]]
+    assert tokens(output) == w_axes + x_axes
+    assert e.readable_symbol(52) == "[52]" and e.readable_symbol(0) == "A"
+
+
+def test_readable_is_the_einsum_while_letters_suffice():
+    for lengths in ({"W": 2, "C": 1}, {"W": 20, "C": 20}):
+        e = expansion("WCa,Caib,WCi->WCb", lengths)
+        assert e.readable == e.einsum
+
+
+def test_fresh_symbols_never_fall_in_the_surrogate_range():
+    # opt_einsum.get_symbol(k) is chr(k + 140) up to k = 55295, which hits U+D800-U+D88B for
+    # k = 55156...55295; such a lone surrogate cannot even be encoded as UTF-8.
+    e = expansion("Wa->W", {"W": 55400})
+    assert not any(0xD800 <= ord(s) <= 0xDFFF for s in e.symbols)
+    assert len(set(e.symbols)) == e.n_axes == 55401
+    e.einsum.encode("utf-8")                      # raises on a lone surrogate
+    assert e.readable.isascii()
 
 
 def test_equal_calls_give_identical_cached_expansions():

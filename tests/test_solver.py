@@ -1,5 +1,8 @@
 """Stage 2: exact solving, string-level identifiability and co-travelling runs."""
 
+import itertools
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +13,7 @@ from contractions import (
     SupplementError,
     UnderdeterminedError,
     co_travelling_runs,
+    contract,
     identifiability,
     solve_lengths,
 )
@@ -17,7 +21,7 @@ from contractions import (
 from ._strategies import grouped_problems
 
 
-# ---- the worked cases of SPEC §2 ---------------------------------------------------
+# ---- the worked cases of docs/solver.md ----------------------------------------------
 def test_co_travelling_pair_needs_nothing():
     info = identifiability("WKCi,Cio->WKCo")
     assert info.runs == (("W", "K"), ("C",))
@@ -54,12 +58,72 @@ def test_deficit_two_lists_a_completion_and_no_single_candidate():
     info = identifiability("XY,Z->YXZ")
     assert info.rank_deficit == 1  # X+Y fixed, Z fixed, but X|Y split observable
     info = identifiability("XYZ->ZYX")
-    assert info.rank_deficit == 2
+    assert info.rank_deficit == 2 and info.minimum_pins == 2
     assert info.candidates == ()
-    assert len(info.completion) == 2
+    assert info.smallest_sets == (("X", "Y"), ("X", "Z"), ("Y", "Z"))
+    assert not info.more_smallest_sets and info.completion == ("X", "Y")
     assert not identifiability("XYZ->ZYX", supplied=info.completion).needs_supplement
-    with pytest.raises(UnderdeterminedError, match="2 more supplements"):
+    assert info.describe() == "needs 2 supplements: {len_X, len_Y}, {len_X, len_Z} or {len_Y, len_Z}"
+    with pytest.raises(UnderdeterminedError, match=r"Pass 2 supplements together \(each "
+                       r"len_<G>=<number of axes>\): \{len_X, len_Y\}, \{len_X, len_Z\} or "
+                       r"\{len_Y, len_Z\}\."):
         solve_lengths("XYZ->ZYX", (3,))
+
+
+def test_open_runs_need_all_their_members_pinned():
+    # One equation W + K + C + D = ndim - 1 over the runs (W, K) and (C, D): the rank deficit
+    # is 1, but a single pin leaves its run's total open, so two pins are needed.
+    info = identifiability("WKCDa->WKa")
+    assert info.runs == (("W", "K"), ("C", "D"))
+    assert info.rank_deficit == 1
+    assert info.minimum_pins == 2 and info.candidates == ()
+    assert info.smallest_sets == (("W", "K"), ("C", "D")) and not info.more_smallest_sets
+    assert info.describe() == "needs 2 supplements: {len_W, len_K} or {len_C, len_D}"
+    for single in "WKCD":
+        assert identifiability("WKCDa->WKa", supplied=[single]).needs_supplement
+    with pytest.raises(UnderdeterminedError) as err:
+        contract("WKCDa->WKa", np.ones((2, 3, 4, 5, 6)))
+    msg = str(err.value)
+    assert "'WKCDa->WKa'" in msg and "'W', 'K', 'C', 'D'" in msg
+    assert "Pass 2 supplements together (each len_<G>=<number of axes>): {len_W, len_K} or " \
+           "{len_C, len_D}." in msg
+    got = contract("WKCDa->WKa", np.ones((2, 3, 4, 5, 6)), len_C=1, len_D=1)
+    assert got.shape == (2, 3, 6) and np.all(got == 20.0)   # W + K = 2 axes, C + D = 2 summed
+
+
+def test_supplied_members_are_not_undetermined_and_more_is_said():
+    info = identifiability("WKCDa->WKa", supplied=["W"])
+    assert info.undetermined == ("K", "C", "D")
+    assert info.minimum_pins == 1 and info.candidates == ("K",)
+    info = identifiability("WKCDEa->WKa", supplied=["C"])   # runs (W, K), (C, D, E)
+    assert info.smallest_sets == (("W", "K"), ("D", "E"))
+    assert info.describe() == "needs 2 more supplements: {len_W, len_K} or {len_D, len_E}"
+    with pytest.raises(UnderdeterminedError, match=r"\(with len_C given\).*Pass 2 more supplements"):
+        solve_lengths("WKCDEa->WKa", (6,), len_C=1)
+
+
+def test_a_long_list_of_smallest_sets_is_cut_and_says_so():
+    info = identifiability("WKa,VUb->WVKUab")   # W + K and V + U: one pin from each pair
+    assert info.minimum_pins == 2
+    assert info.smallest_sets == (("W", "V"), ("W", "U"), ("K", "V")) and info.more_smallest_sets
+    assert info.describe() == "needs 2 supplements, e.g. {len_W, len_V}, {len_W, len_U} or {len_K, len_V}"
+
+
+def test_a_total_sum_is_underdetermined_and_the_message_claims_nothing_false():
+    # 'GoC->' sums everything, so every split of G + C gives the same number; the rule is
+    # still the syntactic one (G, C are no run), and the message must not say the string
+    # observes the split.
+    info = identifiability("GoC->")
+    assert info.needs_supplement and info.candidates == ("G", "C")
+    x = np.arange(24.0).reshape(2, 3, 4)
+    with pytest.raises(UnderdeterminedError) as err:
+        contract("GoC->", x)
+    msg = str(err.value)
+    assert "observe" not in msg
+    assert "the input terms fix only sums of these lengths, and the solver leaves a split open " \
+           "only inside a co-travelling run, where every split expands to the same einsum." in msg
+    assert "Pass one of len_G=<number of axes>, len_C=<number of axes>." in msg
+    assert contract("GoC->", x, len_G=1) == contract("GoC->", x, len_C=0) == x.sum()
 
 
 # ---- runs ----------------------------------------------------------------------------
@@ -179,3 +243,110 @@ def test_the_completion_always_solves_to_the_true_lengths(problem):
         assert solved[g] == len(problem.group_shapes[g])
     for g in info.candidates:  # every advertised single candidate really completes it
         assert not identifiability(problem.subscripts, supplied=[g]).needs_supplement
+
+
+# ---- the advice against brute force ------------------------------------------------------
+MAX_AXES = 3  # every group takes 0..3 axes in the enumeration
+
+
+def canonical_expansion(inputs, output, lengths):
+    """The einsum for these group lengths: letters keep their names, group axes are numbered
+    in order of first appearance (inputs, then output).
+
+    Written here, sharing nothing with `contractions.expand`.  Two assignments give the same
+    form exactly when only the boundaries inside co-travelling runs moved.  (Forms that differ
+    can still compute the same number, as in the total sum 'WaK->': the solver's rule, and
+    its messages, do not claim otherwise.)"""
+    number: dict = {}
+
+    def term(text):
+        out: list = []
+        for ch in text:
+            if ch.islower():
+                out.append(ch)
+            else:
+                out.extend(number.setdefault((ch, k), len(number)) for k in range(lengths[ch]))
+        return tuple(out)
+
+    return tuple(term(t) for t in inputs), term(output)
+
+
+def brute_force(inputs, output, groups):
+    """Every assignment of 0..MAX_AXES axes per group: (ndims, lengths, canonical einsum)."""
+    rows = []
+    for combo in itertools.product(range(MAX_AXES + 1), repeat=len(groups)):
+        lengths = dict(zip(groups, combo))
+        ndims = tuple(sum(lengths[c] if c.isupper() else 1 for c in t) for t in inputs)
+        rows.append((ndims, lengths, canonical_expansion(inputs, output, lengths)))
+    return rows
+
+
+def determines(rows, pinned):
+    """True when the ndims plus the values of the ``pinned`` groups always fix the einsum."""
+    seen: dict = {}
+    for ndims, lengths, einsum in rows:
+        key = (ndims, tuple(lengths[g] for g in pinned))
+        if seen.setdefault(key, einsum) != einsum:
+            return False
+    return True
+
+
+@st.composite
+def small_strings(draw):
+    """Strings over groups W, K, C, D and letters a, b; blocks like 'WK' make runs likely."""
+    tokens = ["W", "K", "C", "D", "WK", "KC", "CD", "WKC", "a", "b"]
+    inputs = []
+    for _ in range(draw(st.integers(1, 3))):
+        term = ""
+        for token in draw(st.lists(st.sampled_from(tokens), min_size=1, max_size=4)):
+            if not any(ch.isupper() and ch in term for ch in token):
+                term += token
+        inputs.append(term)
+    used = sorted(set("".join(inputs)))
+    output = "".join(draw(st.permutations(used))[:draw(st.integers(0, len(used)))])
+    return ",".join(inputs) + "->" + output
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_strings(), st.data())
+def test_the_advice_is_exactly_the_smallest_sets_found_by_brute_force(subscripts, data):
+    inputs, output = subscripts.split("->")[0].split(","), subscripts.split("->")[1]
+    groups = [g for g in dict.fromkeys("".join(inputs)) if g.isupper()]
+    supplied = data.draw(st.lists(st.sampled_from(groups), unique=True, max_size=2)) if groups else []
+    info = identifiability(subscripts, supplied=supplied)
+    rows = brute_force(inputs, output, groups)
+    rest = [g for g in groups if g not in supplied]
+
+    assert info.needs_supplement == (not determines(rows, supplied))
+    # Every set of the minimum size, in string order, tried by brute force.
+    minimum = next(n for n in range(len(rest) + 1)
+                   if any(determines(rows, supplied + list(c)) for c in itertools.combinations(rest, n)))
+    assert info.minimum_pins == minimum
+    smallest = [c for c in itertools.combinations(rest, minimum) if determines(rows, supplied + list(c))]
+    if minimum == 0:
+        assert info.smallest_sets == () and info.candidates == () and info.describe() == "determined"
+        return
+    assert info.smallest_sets == tuple(smallest[:3])
+    assert info.more_smallest_sets == (len(smallest) > 3)
+    assert info.completion == smallest[0]
+    assert info.candidates == (tuple(c[0] for c in smallest) if minimum == 1 else ())
+    assert info.rank_deficit <= minimum
+    # What the error says is what the analysis found.
+    ndims = tuple(sum(1 if c.islower() else 0 for c in t) for t in inputs)
+    with pytest.raises(UnderdeterminedError) as err:
+        solve_lengths(subscripts, ndims, **{f"len_{g}": 0 for g in supplied})
+    for names in info.smallest_sets:
+        listed = ", ".join(f"len_{g}" for g in names)
+        assert (listed if minimum > 1 else f"len_{names[0]}=<number of axes>") in str(err.value)
+
+
+def test_twenty_six_groups_answers_decided_by_hand():
+    """Two of the adversarial strings `bench/solver_speed.py` times (no timing here)."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    info = identifiability(letters + "->" + letters[::-1])   # one equation, 26 singleton runs
+    assert info.minimum_pins == 25 and info.smallest_sets[0] == tuple(letters[:25])
+    pairs = letters + "->" + "".join(letters[i:i + 2] for i in range(24, -1, -2))  # 13 runs of 2
+    info = identifiability(pairs)
+    assert info.runs == tuple(tuple(letters[i:i + 2]) for i in range(0, 26, 2))
+    assert info.rank_deficit == 12 and info.minimum_pins == 24
+    assert info.smallest_sets[0] == tuple(letters[:24])   # close all runs but the last

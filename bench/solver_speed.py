@@ -1,0 +1,124 @@
+"""Cold-cache cost of the string-level stages on adversarial inputs: `identifiability` on
+strings using all 26 groups, and `parse` on strings of 10^5 characters (valid and not).
+
+Every measurement clears the stage's caches first, so it is the cost of a string never seen
+before; each is repeated and the median reported, with the worst string last::
+
+    python bench/solver_speed.py            # both tables
+    python bench/solver_speed.py --repeat 3 # fewer repetitions
+
+Targets (not asserted anywhere): identifiability <= 50 ms and parse <= 50 ms per string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import string
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from contractions import ContractionError, identifiability, parse  # noqa: E402
+from contractions import parser as _parser  # noqa: E402
+from contractions import solver as _solver  # noqa: E402
+
+U = string.ascii_uppercase
+
+
+def _random_terms(rng: random.Random, count: int, p: float) -> str:
+    """``count`` random subsets of the 26 groups; groups no subset drew join the last one."""
+    terms = ["".join(g for g in U if rng.random() < p) for _ in range(count)]
+    missing = "".join(g for g in U if not any(g in t for t in terms))
+    terms[-1] = "".join(g for g in U if g in terms[-1] + missing)
+    return ",".join(t or "a" for t in terms)
+
+
+def identifiability_cases() -> dict[str, str]:
+    rng = random.Random(0)
+    reversed_output = U[::-1]
+    return {
+        "one term, output reversed (25 pins)": U + "->" + reversed_output,
+        "13 runs of 2, one equation": U + "->" + "".join(U[i:i + 2] for i in range(24, -1, -2)),
+        "runs of 1..5, one equation": "ABCDEFGHIJKLMNOPQRSTUVWXYZ->"
+                                      + "ONMLKJ" + "ABCDE" + "FGHI" + "Z" + "PQRSTUVWXY",
+        "pairs as terms": ",".join(U[i:i + 2] for i in range(0, 26, 2)) + "->" + reversed_output,
+        "sliding triples": ",".join(U[i:i + 3] for i in range(24)) + "->" + reversed_output,
+        "two halves": U[:13] + "," + U[13:] + "->" + reversed_output,
+        "6 random terms": _random_terms(rng, 6, 0.5) + "->" + reversed_output,
+        "13 random terms": _random_terms(rng, 13, 0.5) + "->" + reversed_output,
+        "25 random terms": _random_terms(rng, 25, 0.5) + "->" + reversed_output,
+        "200 random terms": _random_terms(rng, 200, 0.3) + "->" + reversed_output,
+        "2000 random terms": _random_terms(rng, 2000, 0.2) + "->" + reversed_output,
+        "mixed run weights, 8 terms": ",".join(
+            ["ABCDE", "FGHI", "JKL", "MN", "OPQRSTUVWXYZ", "ABCDEFGHI", "JKLMN", "OPQ"])
+            + "->" + "ABCDE" + "IHGF" + "LKJ" + "NM" + reversed_output[:12],
+    }
+
+
+def parse_cases() -> dict[str, str]:
+    n = 100_000
+    perms = ",".join("".join(p) for p in itertools.islice(itertools.permutations(U, 3), 25_000))
+    return {
+        "'->' * 50000 (error)": "->" * (n // 2),
+        "'a,' * 50000 (valid)": "a," * (n // 2 - 1) + "a->a",
+        "'W a , ' * 16666 (valid)": "W a , " * (n // 6) + "K->WK",
+        "3-group permutations (valid)": perms[:n - 2].rstrip(",").rsplit(",", 1)[0] + "->",
+        "26 groups + 10^5 letters + repeat": U + "a" * (n - 30) + "Z->",
+        "an empty term at the end": "a," * (n // 2 - 2) + ",a->",
+        "10^5 dots": "." * n,
+        "repeated output letter": "a" * (n // 2) + "->" + "a" * (n // 2 - 2),
+        "tabs between repeated groups": "W" + "\t" * (n - 5) + "W->W",
+    }
+
+
+def _time(call: Callable[[], object], clear: Callable[[], None], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        clear()
+        start = time.perf_counter()
+        try:
+            call()
+        except ContractionError:
+            pass
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _clear_all() -> None:
+    _parser._parse.cache_clear()
+    _solver._runs_of.cache_clear()
+    _solver._identifiability.cache_clear()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+
+    print("identifiability, cold caches (median of", args.repeat, "runs)")
+    worst = 0.0
+    for name, s in identifiability_cases().items():
+        assert len(parse(s).groups) == 26, name
+        t = _time(lambda s=s: identifiability(s), _clear_all, args.repeat)
+        info = identifiability(s)
+        worst = max(worst, t)
+        print(f"  {t * 1e3:8.2f} ms  {name:38s} minimum_pins={info.minimum_pins}")
+    print(f"  worst {worst * 1e3:.2f} ms\n")
+
+    print("parse, cold cache (median of", args.repeat, "runs)")
+    worst = 0.0
+    for name, s in parse_cases().items():
+        t = _time(lambda s=s: parse(s), _parser._parse.cache_clear, args.repeat)
+        worst = max(worst, t)
+        print(f"  {t * 1e3:8.2f} ms  {name:38s} ({len(s)} characters)")
+    print(f"  worst {worst * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
