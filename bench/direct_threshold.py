@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vocabulary import make_case, vocabulary  # noqa: E402
 
-from contractions.backends.numpy_backend import (  # noqa: E402
+from contractions.backends.numpy_backend import build_program_with  # noqa: E402
+from contractions.schedule import (  # noqa: E402
     DIRECT_FEW_LABELS,
     DIRECT_MAX_NAIVE_COST,
     DIRECT_MAX_NAIVE_COST_MANY_LABELS,
-    build_program_with,
 )
 
 CANDIDATES = (256, 512, 1024, 2048, 4096, 8192)

@@ -15,7 +15,7 @@ What it does (docs/benchmarks.md repeats this next to the numbers):
    opt_einsum's result, and times all contenders warm, interleaved, median of repeated batches
    (bench/timing.py); tiny and mid are measured in two passes at different times and each
    contender keeps its better pass (a shared machine has slow episodes that hit one pass);
-4. computes ratios inside the run, evaluates the goals of issue 4, writes the report and plots.
+4. computes ratios inside the run, evaluates the goals (docs/benchmarks.md, "Goals"), writes the report and plots.
 
 BLAS threading is left at its default (OpenBLAS uses both cores for large products); the report
 records the BLAS build and thread settings.
@@ -48,7 +48,6 @@ import timing  # noqa: E402
 from vocabulary import Case, make_case, vocabulary  # noqa: E402
 
 import contractions  # noqa: E402
-from contractions.api import _numpy_runner  # noqa: E402  (bench reads the cached plan)
 
 SIZES = ("tiny", "mid", "large")
 # per size: (seconds per timed batch, batches per pass, passes)
@@ -101,8 +100,9 @@ def measure_case(case: Case, batch_seconds: float, repeats: int) -> Row:
     except Exception as exc:  # a string the engine cannot run is reported, not fatal
         row.error = f"{type(exc).__name__}: {exc}"
         return row
-    program = _numpy_runner(case.subscripts, case.shapes, case.supplements)
-    row.strategy = getattr(program, "strategy", "?")
+    expression = contractions.contract_expression(
+        case.subscripts, *case.shapes, **{f"len_{g}": n for g, n in case.supplements})
+    row.strategy = expression.schedule.strategy
     row.flops, row.nbytes = roofline.contraction_cost(case.expanded, case.shapes)
     funcs = {}
     for name, method in methods.items():
@@ -110,8 +110,8 @@ def measure_case(case: Case, batch_seconds: float, repeats: int) -> Row:
             row.skipped[name] = method.reason
         else:
             funcs[name] = lambda m=method: m(*arrays)
-    # the bare cached program: contract minus the engine's per-call work (overhead measurement)
-    execute = getattr(program, "execute", program)
+    # the bare compiled schedule: contract minus the engine's per-call work (overhead measurement)
+    execute = expression.compiled("numpy")
     funcs["program"] = lambda: execute(*arrays)
     fast = {}
     slow = {}

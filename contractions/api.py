@@ -111,7 +111,8 @@ _DEFAULT_OPTIONS = BackendOptions()
 
 # ------------------------------------------------------------------------------ contract
 def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision: Any = None,
-             preferred_element_type: Any = None, **len_groups: int) -> Any:
+             preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
+             **len_groups: int) -> Any:
     """Evaluate a grouped einsum.
 
     UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters single
@@ -126,7 +127,9 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision:
 
     ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.  On numpy
     and torch, ``preferred_element_type`` is the dtype the operands are converted to before
-    contracting and ``precision`` is ignored.
+    contracting and ``precision`` is ignored.  ``dtype`` is np.einsum's name for the same
+    thing.  ``out`` (numpy only, as in np.einsum) is an array of the result's shape that the
+    result is written into and that is returned; its dtype must hold the result's safely.
 
     >>> import numpy as np
     >>> zo, za = np.ones((3, 2, 5)), np.ones((3, 2, 4))
@@ -136,7 +139,7 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision:
     ...          optimize=[(1, 2), (0, 1)]).tolist()
     [12.0, 12.0]
     """
-    if optimize == "auto" and preferred_element_type is None:
+    if optimize == "auto" and preferred_element_type is None and out is None and dtype is None:
         # Hot path: every operand a numpy array and every len_* a plain int.  One dict lookup
         # keyed on (subscripts, *shapes, *len items) yields the compiled callable; everything
         # else happens once, on the first call of a signature.
@@ -158,8 +161,13 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision:
                 if run is not None:
                     return run(*operands)
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
+    if dtype is not None:
+        if preferred_element_type is not None and np.dtype(dtype) != np.dtype(preferred_element_type):
+            raise TypeError(f"dtype={dtype!r} and preferred_element_type={preferred_element_type!r} "
+                            "disagree; they mean the same thing, pass one")
+        preferred_element_type = dtype
     return _contract_general(subscripts, operands, len_groups, optimize,
-                             BackendOptions(precision, preferred_element_type))
+                             BackendOptions(precision, preferred_element_type), out)
 
 
 def _check_subscripts(subscripts: Any) -> None:
@@ -180,14 +188,40 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
 
 
 def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
-                      optimize: Any, options: BackendOptions) -> Any:
+                      optimize: Any, options: BackendOptions, out: Any = None) -> Any:
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
-    run = _runner(backend, subscripts, shapes, supplements, normalise_optimize(optimize), options)
-    return run(*arrays)
+    optimize = normalise_optimize(optimize)
+    run = _runner(backend, subscripts, shapes, supplements, optimize, options)
+    if out is None:
+        return run(*arrays)
+    plan, _ = _planned(subscripts, shapes, supplements, optimize)
+    _check_out(out, backend, plan, arrays, options)
+    np.copyto(out, run(*arrays), casting="safe")
+    return out
+
+
+def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
+               options: BackendOptions) -> None:
+    """``out=`` is checked like np.einsum checks it, before any arithmetic."""
+    if backend.name != "numpy":
+        raise TypeError(f"out= is supported for numpy operands only ({backend.name} arrays were "
+                        "given); use the returned array")
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out= must be a numpy array, not {type(out).__name__}")
+    if out.shape != plan.output_shape:
+        raise SizeMismatchError(f"out= has shape {out.shape} but {plan.parsed.subscripts!r} gives "
+                                f"{plan.output_shape} here")
+    result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
+              else np.result_type(*arrays))
+    if not np.can_cast(result, out.dtype, "safe"):
+        raise TypeError(f"out= has dtype {out.dtype} but the result is {result}, which it cannot "
+                        "hold safely; pass an out of that dtype (or dtype= to compute in another)")
+    if not out.flags.writeable:
+        raise ValueError("out= is read-only")
 
 
 # -------------------------------------------------------------------- contract_expression
@@ -222,6 +256,17 @@ class ContractExpression:
         given = "".join(f", len_{g}={n}" for g, n in self.supplements)
         shapes = ", ".join(map(str, self.shapes))
         return f"<ContractExpression {self.subscripts!r} {shapes}{given} -> {self.output_shape}>"
+
+    def compiled(self, backend: str = "numpy", precision: Any = None,
+                 preferred_element_type: Any = None) -> Callable[..., Any]:
+        """The bare compiled callable for ``backend``'s arrays: no shape or type checks.
+
+        For the tightest loops (and for measuring the engine's own per-call cost); pass
+        operands of exactly ``shapes``.
+        """
+        options = BackendOptions(precision, preferred_element_type)
+        return _runner(backend_named(backend), self.subscripts, self.shapes, self.supplements,
+                       self.optimize, options)
 
     def explain(self, backend: str = "numpy") -> str:
         """The `explain` report of this expression (for ``backend``'s schedule)."""

@@ -17,7 +17,16 @@ from typing import Any
 from .errors import OperandCountError, SupplementError
 from .parser import ParsedSubscripts
 
-__all__ = ["normalise_supplements", "check_operand_count"]
+__all__ = ["NUMPY_EINSUM_KEYWORDS", "normalise_supplements", "check_operand_count"]
+
+
+#: np.einsum keywords that contract does not take, with what to do instead.
+NUMPY_EINSUM_KEYWORDS = {
+    "order": "the result's memory layout is the one its last step produces; apply "
+             "np.ascontiguousarray or np.asfortranarray to the result for a given order",
+    "casting": "operands are promoted as np.result_type does (or converted to dtype=); cast "
+               "them yourself first for another casting rule",
+}
 
 
 def normalise_supplements(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
@@ -33,6 +42,8 @@ def normalise_supplements(len_groups: Mapping[str, Any]) -> tuple[tuple[str, int
     """
     out = []
     for key, value in len_groups.items():
+        if key in NUMPY_EINSUM_KEYWORDS:
+            raise TypeError(f"{key}= is not supported: {NUMPY_EINSUM_KEYWORDS[key]}")
         if not (len(key) == 5 and key.startswith("len_") and "A" <= key[4] <= "Z"):
             raise TypeError(
                 f"unexpected keyword argument {key!r}; group lengths are passed as len_<G>=n "

@@ -44,6 +44,7 @@ __all__ = [
     "DIRECT_FEW_LABELS",
     "DIRECT_MAX_NAIVE_COST",
     "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
+    "DIRECT_MAX_OPERANDS",
     "EINSUM_LETTERS",
     "Finish",
     "Preparation",
@@ -73,6 +74,8 @@ EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DIRECT_MAX_NAIVE_COST = 4096
 DIRECT_MAX_NAIVE_COST_MANY_LABELS = 512
 DIRECT_FEW_LABELS = 7
+# numpy's C einsum takes fewer than 64 operands (32 before numpy 2): more always run pairwise.
+DIRECT_MAX_OPERANDS = 31
 
 # A vector-like step (one side has no free axis) whose per-batch matrix is at most this many
 # multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
@@ -548,14 +551,19 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
         # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
         wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
-        strategy = "direct" if einsum is not None and wants_direct and use_einsum else "pairwise"
+        fits = einsum is not None and len(inputs) <= DIRECT_MAX_OPERANDS
+        strategy = "direct" if fits and wants_direct and use_einsum else "pairwise"
         if optimize == "direct" and use_einsum:
-            strategy = "direct"  # asked for explicitly (optimize=False): refused past 52 axes
+            strategy = "direct"  # asked for explicitly (optimize=False): refused past the limits
     if strategy == "direct":
         if einsum is None:
             raise ContractionError(
                 f"a single einsum call takes at most {len(EINSUM_LETTERS)} distinct axes; this "
                 f"contraction has {len(distinct)}: use a pairwise optimize= (the default 'auto')")
+        if len(inputs) > DIRECT_MAX_OPERANDS:
+            raise ContractionError(
+                f"a single einsum call takes at most {DIRECT_MAX_OPERANDS} operands here; this "
+                f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
         path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
         path = _find_path(path_by, list(inputs), output, extents)
         return _direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,

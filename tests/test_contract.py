@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contractions import (
+    ContractionError,
     OperandCountError,
     SizeMismatchError,
     UnderdeterminedError,
@@ -58,7 +59,7 @@ def test_integer_and_complex_dtypes_promote_as_einsum(problem, seed):
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
-# ---- the SPEC's named behaviours ----------------------------------------------------------
+# ---- the behaviours docs/dialect.md names ------------------------------------------------
 def test_the_headline_example_with_multi_axis_groups():
     x, cores, z = randn(4, 3, 2, 3), randn(2, 3, 5, 6), randn(4, 3, 2, 5)
     got = contract("WCa,Caib,WCi->WCb", x, cores, z)
@@ -257,3 +258,72 @@ def test_more_axes_than_einsum_letters():
     want = np.einsum("wx,xy->wy", a.reshape(4, 6), b.reshape(6, 2)).reshape(w_shape + y_shape)
     assert got.shape == w_shape + y_shape
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# ---- np.einsum's keywords, limits and odd inputs -----------------------------------------
+def test_out_is_written_into_and_returned_after_checks():
+    a, b = randn(4, 2, 3), randn(4, 3, 5)
+    out = np.full((4, 2, 5), np.nan)
+    got = contract("Wij,Wjk->Wik", a, b, out=out, optimize="greedy")
+    assert got is out
+    np.testing.assert_allclose(out, np.einsum("wij,wjk->wik", a, b), rtol=1e-12)
+    out32 = np.zeros((4, 2, 5), np.complex128)      # a wider dtype is a safe cast, as in np.einsum
+    contract("Wij,Wjk->Wik", a, b, out=out32)
+    np.testing.assert_allclose(out32.real, out, rtol=1e-12)
+    untouched = np.zeros((4, 2, 5), np.float32)
+    with pytest.raises(TypeError, match="cannot hold safely"):
+        contract("Wij,Wjk->Wik", a, b, out=untouched)
+    with pytest.raises(SizeMismatchError, match=r"out= has shape \(2, 5\) but .* gives \(4, 2, 5\)"):
+        contract("Wij,Wjk->Wik", a, b, out=np.zeros((2, 5)))
+    with pytest.raises(TypeError, match="out= must be a numpy array"):
+        contract("Wij,Wjk->Wik", a, b, out=[0.0])
+    assert not untouched.any()
+
+
+def test_dtype_is_np_einsums_name_for_the_computation_dtype():
+    ints = np.arange(6, dtype=np.int32).reshape(2, 3)
+    got = contract("Wa,Wa->W", ints, ints, dtype=np.float32)
+    assert got.dtype == np.float32
+    # (np.einsum itself refuses int32 -> float32 under its default casting='safe'; we convert)
+    floats = ints.astype(np.float32)
+    np.testing.assert_allclose(got, np.einsum("wa,wa->w", floats, floats))
+    with pytest.raises(TypeError, match="disagree"):
+        contract("Wa,Wa->W", ints, ints, dtype=np.float32, preferred_element_type=np.float64)
+
+
+@pytest.mark.parametrize("keyword,advice", [("order", "np.ascontiguousarray"), ("casting", "cast them")])
+def test_np_einsum_keywords_we_do_not_take_say_what_to_do(keyword, advice):
+    with pytest.raises(TypeError, match=f"{keyword}= is not supported: .*{advice}"):
+        contract("Wa->W", randn(2, 3), **{keyword: "C"})
+
+
+def test_seventy_operands_run_pairwise():
+    vectors = [randn(3) for _ in range(70)]
+    subscripts = ",".join("Wa" for _ in vectors) + "->W"
+    got = contract(subscripts, *(v[None, :] for v in vectors))
+    np.testing.assert_allclose(got, [np.sum(np.prod(vectors, axis=0))], rtol=1e-10)
+
+
+def test_an_output_past_numpys_axis_limit_is_refused_before_arithmetic():
+    with pytest.raises(ContractionError, match="result of 70 axes, but numpy arrays hold at most 64"):
+        contract("A,B->AB", np.ones((1,) * 40), np.ones((1,) * 30), len_A=40)
+
+
+@pytest.mark.parametrize("optimize", ["auto", "greedy", False])
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("Wij,jk->Wik", [(3, 4, 5), (5, 2)]),      # matmul step
+    ("Wi,Wj->Wij", [(3, 4), (3, 5)]),         # multiply step
+    ("Wi,i->W", [(3, 4), (4,)]),              # vector-like einsum step
+    ("Wii->W", [(3, 4, 4)]),                  # one operand
+])
+def test_object_dtype_works_on_every_path(subscripts, shapes, optimize):
+    from fractions import Fraction
+
+    r = np.random.default_rng(7)
+    ops = [np.vectorize(lambda v: Fraction(int(v), 7), otypes=[object])(r.integers(-5, 6, s))
+           for s in shapes]
+    got = contract(subscripts, *ops, optimize=optimize)
+    want = np.einsum(subscripts.replace("W", "w"), *ops)
+    assert got.dtype == object and got.shape == want.shape
+    assert all(isinstance(v, Fraction) for v in got.ravel())
+    assert (got == want).all()

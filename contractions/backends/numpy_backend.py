@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ContractionError
 from ..schedule import Schedule, describe_schedule, schedule_labels
 from .compile import ArrayOps, compile_schedule
 
@@ -133,8 +134,17 @@ def build_program_with(strategy: str, inputs: tuple[Labels, ...], output: Labels
 
 
 # ------------------------------------------------------------------------ backend interface
+# numpy arrays hold at most this many axes (64 since numpy 2, 32 before).
+MAX_NDIM = getattr(np, "MAXDIMS", None) or (64 if int(np.__version__.split(".")[0]) >= 2 else 32)
+
+
 def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.ndarray]:
     """The numpy callable for ``schedule``; ``options.preferred_element_type`` casts first."""
+    if len(schedule.output_shape) > MAX_NDIM:
+        raise ContractionError(
+            f"{plan.expansion.subscripts!r} would give a result of {len(schedule.output_shape)} "
+            f"axes, but numpy arrays hold at most {MAX_NDIM}; sum some groups away in the output, "
+            "or run it on torch or JAX")
     run = compile_schedule(schedule, NUMPY_OPS)
     target = options.preferred_element_type
     if target is None:
