@@ -74,30 +74,76 @@ def _short_repr(op: Any) -> str:
 # ---------------------------------------------------------------------------- the caches
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
-             supplements: tuple[tuple[str, int], ...], optimize: Any) -> tuple[Plan, Schedule]:
+             supplements: tuple[tuple[str, int], ...], optimize: Any,
+             limit: Any = "default") -> tuple[Plan, Schedule]:
     plan = make_plan(subscripts, shapes, supplements)
-    return plan, make_schedule(plan, optimize)
+    return plan, make_schedule(plan, optimize, memory_limit=limit)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _compiled(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...], optimize: Any,
-              options: BackendOptions) -> Callable[..., Any]:
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize)
+              options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
     return load(backend).compile(plan, schedule, options)
 
 
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
             supplements: tuple[tuple[str, int], ...], optimize: Any,
-            options: BackendOptions) -> Callable[..., Any]:
+            options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+    limit = _backend_limit(backend, limit)
     try:
-        return _compiled(backend, subscripts, shapes, supplements, optimize, options)
+        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit)
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize)
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
     return load(backend).compile(plan, schedule, options)
+
+
+def _backend_limit(backend: Backend, limit: Any) -> Any:
+    """The memory limit a backend's schedule honours: JAX never blocks (XLA plans its own
+    buffers; only the path is taken) and torch blocks only when asked (blocks are written in
+    place, which torch.vmap cannot batch), so their ``'default'`` is unbounded."""
+    if backend.name == "jax" or (limit == "default" and backend.name != "numpy"
+                                 and not getattr(load(backend), "BLOCKS_BY_DEFAULT", False)):
+        return None
+    return limit
+
+
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
+    """``memory_limit=`` as the schedule takes it: None, ``'default'``, ``'max_input'`` or a
+    number of elements.  Strings with a byte unit (``'64MB'``, ``'1.5GiB'``) are divided by
+    ``itemsize`` (the result dtype's; 8 when shapes alone are known).
+
+    >>> normalise_memory_limit('1MiB'), normalise_memory_limit(10**6), normalise_memory_limit(None)
+    (131072, 1000000, None)
+    """
+    if memory_limit is None or memory_limit in ("default", "max_input"):
+        return memory_limit
+    if isinstance(memory_limit, bool):
+        raise TypeError("memory_limit must be a number of elements, a size like '64MB', "
+                        "'default', 'max_input' or None, not a bool")
+    if isinstance(memory_limit, str):
+        import re
+
+        found = re.fullmatch(r"\s*([0-9.]+)\s*([kmg]i?b|b)\s*", memory_limit.lower())
+        if not found:
+            raise ValueError(f"memory_limit={memory_limit!r}: write a number of elements, a size "
+                             "such as '64MB' or '1GiB', 'default', 'max_input' or None")
+        memory_limit = float(found.group(1)) * _UNITS[found.group(2)] / itemsize
+    try:
+        elements = int(memory_limit)
+    except (TypeError, ValueError):
+        raise TypeError(f"memory_limit must be a number of elements or a size string, not "
+                        f"{type(memory_limit).__name__}") from None
+    if elements < 1:
+        raise ValueError(f"memory_limit={memory_limit!r} must be at least one element")
+    return elements
 
 
 # The hot-path cache: (subscripts, *shapes, *len_items) -> the compiled numpy callable, for
@@ -110,7 +156,8 @@ _DEFAULT_OPTIONS = BackendOptions()
 
 
 # ------------------------------------------------------------------------------ contract
-def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision: Any = None,
+def contract(subscripts: str, *operands: Any, optimize: Any = "auto",
+             memory_limit: Any = "default", precision: Any = None,
              preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
              **len_groups: int) -> Any:
     """Evaluate a grouped einsum.
@@ -124,6 +171,12 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision:
     ``'greedy'``, ``'optimal'``, ``'dp'``, ...), an explicit path such as ``[(1, 2), (0, 1)]``
     (``explain`` prints the one it runs in this form), an ``opt_einsum.paths.PathOptimizer``
     (cotengra's ``HyperOptimizer`` among them), or ``False`` for one einsum call.
+
+    ``memory_limit`` bounds the memory a call may use beyond its operands and result: a number
+    of elements, a size such as ``'256MB'``, ``'max_input'`` (the largest operand), ``None``
+    (no bound) or ``'default'``: on numpy the largest operand or result.  A call that would
+    exceed it takes another order or runs in blocks (``explain`` shows them).  torch blocks
+    only when given a limit; JAX never does (XLA plans its buffers).
 
     ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.  On numpy
     and torch, ``preferred_element_type`` is the dtype the operands are converted to before
@@ -139,7 +192,8 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision:
     ...          optimize=[(1, 2), (0, 1)]).tolist()
     [12.0, 12.0]
     """
-    if optimize == "auto" and preferred_element_type is None and out is None and dtype is None:
+    if (optimize == "auto" and memory_limit == "default" and preferred_element_type is None
+            and out is None and dtype is None):
         # Hot path: every operand a numpy array and every len_* a plain int.  One dict lookup
         # keyed on (subscripts, *shapes, *len items) yields the compiled callable; everything
         # else happens once, on the first call of a signature.
@@ -167,7 +221,7 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto", precision:
                             "disagree; they mean the same thing, pass one")
         preferred_element_type = dtype
     return _contract_general(subscripts, operands, len_groups, optimize,
-                             BackendOptions(precision, preferred_element_type), out)
+                             BackendOptions(precision, preferred_element_type), out, memory_limit)
 
 
 def _check_subscripts(subscripts: Any) -> None:
@@ -188,20 +242,33 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
 
 
 def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
-                      optimize: Any, options: BackendOptions, out: Any = None) -> Any:
+                      optimize: Any, options: BackendOptions, out: Any = None,
+                      memory_limit: Any = "default") -> Any:
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
     optimize = normalise_optimize(optimize)
-    run = _runner(backend, subscripts, shapes, supplements, optimize, options)
+    limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
+    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
     if out is None:
         return run(*arrays)
-    plan, _ = _planned(subscripts, shapes, supplements, optimize)
+    plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit))
     _check_out(out, backend, plan, arrays, options)
     np.copyto(out, run(*arrays), casting="safe")
     return out
+
+
+def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
+    """Bytes per element of the result (for byte-valued memory limits); 8 when unknown."""
+    try:
+        if options.preferred_element_type is not None:
+            return int(np.dtype(options.preferred_element_type).itemsize)
+        return int(max(np.dtype(a.dtype).itemsize for a in arrays))
+    except (TypeError, ValueError, AttributeError):
+        itemsize = [getattr(getattr(a, "dtype", None), "itemsize", None) for a in arrays]
+        return max((int(i) for i in itemsize if isinstance(i, int)), default=8)
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
@@ -239,14 +306,17 @@ class ContractExpression:
     """
 
     def __init__(self, subscripts: str, shapes: tuple[tuple[int, ...], ...],
-                 supplements: tuple[tuple[str, int], ...], optimize: Any) -> None:
+                 supplements: tuple[tuple[str, int], ...], optimize: Any,
+                 memory_limit: Any = "default") -> None:
         _check_subscripts(subscripts)
         self.subscripts = subscripts
         self.shapes = shapes
         self.supplements = supplements
         self.optimize = optimize
-        self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize)
-        self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS)
+        self.memory_limit = memory_limit
+        self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize, memory_limit)
+        self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS,
+                              memory_limit)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -266,11 +336,12 @@ class ContractExpression:
         """
         options = BackendOptions(precision, preferred_element_type)
         return _runner(backend_named(backend), self.subscripts, self.shapes, self.supplements,
-                       self.optimize, options)
+                       self.optimize, options, self.memory_limit)
 
     def explain(self, backend: str = "numpy") -> str:
         """The `explain` report of this expression (for ``backend``'s schedule)."""
         return explain(self.subscripts, *self.shapes, optimize=self.optimize, backend=backend,
+                       memory_limit=self.memory_limit,
                        **{f"len_{g}": n for g, n in self.supplements})
 
     def __call__(self, *operands: Any, precision: Any = None,
@@ -292,15 +363,16 @@ class ContractExpression:
                 "contract")
         options = BackendOptions(precision, preferred_element_type)
         return _runner(backend, self.subscripts, self.shapes, self.supplements, self.optimize,
-                       options)(*arrays)
+                       options, self.memory_limit)(*arrays)
 
 
 def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any = "auto",
-                        **len_groups: int) -> ContractExpression:
+                        memory_limit: Any = "default", **len_groups: int) -> ContractExpression:
     """Plan, schedule and compile a contraction once for these operand shapes.
 
     The familiar opt_einsum/cotengra convention: the returned `ContractExpression` is called
     with operands of exactly these shapes (numpy, JAX or torch) and skips every lookup.
+    ``memory_limit`` is as for `contract` (a byte size assumes 8-byte elements here).
 
     >>> import numpy as np
     >>> expr = contract_expression('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1)
@@ -308,7 +380,8 @@ def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any =
     (((0, 1),), (2, 4, 5))
     """
     return ContractExpression(subscripts, _checked_shapes(shapes, "contract_expression"),
-                              normalise_supplements(len_groups), normalise_optimize(optimize))
+                              normalise_supplements(len_groups), normalise_optimize(optimize),
+                              normalise_memory_limit(memory_limit))
 
 
 # ------------------------------------------------------------------------- introspection
@@ -373,14 +446,15 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
 
 
 def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
-            backend: str | None = None, **len_groups: int) -> str:
+            backend: str | None = None, memory_limit: Any = "default", **len_groups: int) -> str:
     """A report of how ``subscripts`` is solved, expanded, scheduled and run.
 
     With shapes (or arrays) it includes the extents and the schedule the backend would run:
     its strategy, the pairwise path in ``optimize=`` form, each step with its kernel and
-    modelled cost, the FLOP count and the largest intermediate.  The backend is the operands'
-    (with arrays) or ``backend`` (``'numpy'`` by default); with bare ndims (ints) the report
-    stops at the expansion.
+    modelled cost, any blocks, the FLOP count and the peak extra memory (elements alive at once
+    beyond operands and result) against ``memory_limit``.  The backend is the operands' (with
+    arrays) or ``backend`` (``'numpy'`` by default); with bare ndims (ints) the report stops at
+    the expansion.
 
     >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
     subscripts      'WCo,WCa->Cao'
@@ -403,9 +477,19 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     lines.append("co-travelling   " + ("; ".join("".join(r) + " (only the total matters)" for r in runs)
                                        if runs else "none"))
     plan: Plan | None = None
+    if backend is not None:
+        chosen = backend_named(backend)
+    elif any(hasattr(item, "shape") for item in shapes_or_operands):
+        chosen = backend_for(shapes_or_operands)
+    else:
+        chosen = _NUMPY
     if shapes is not None:
         opt = normalise_optimize(optimize)
-        plan, schedule = _planned(subscripts, shapes, supplements, opt)
+        limit = _backend_limit(chosen, normalise_memory_limit(
+            memory_limit, _itemsize([i for i in shapes_or_operands if hasattr(i, "dtype")],
+                                    _DEFAULT_OPTIONS) if any(hasattr(i, "dtype") for i in shapes_or_operands)
+            else 8))
+        plan, schedule = _planned(subscripts, shapes, supplements, opt, limit)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
@@ -418,12 +502,6 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     lines.append(f"expanded        {exp.einsum!r}")
     if plan is None:
         return "\n".join(lines)
-    if backend is not None:
-        chosen = backend_named(backend)
-    elif any(hasattr(item, "shape") for item in shapes_or_operands):
-        chosen = backend_for(shapes_or_operands)
-    else:
-        chosen = _NUMPY
     module = load(chosen)
     runs_steps = getattr(module, "RUNS_SCHEDULE_STEPS", False)
     lines.append(f"output shape    {plan.output_shape}")
@@ -436,7 +514,13 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     lines.append("schedule")
     lines.extend("  " + line for line in module.describe(plan, schedule, _DEFAULT_OPTIONS))
     lines.append(f"FLOPs           {schedule.flops:,} (naive single einsum: {schedule.naive_flops:,})")
-    lines.append(f"largest interm. {schedule.largest_intermediate:,} elements")
+    if runs_steps:
+        bound = ("no limit" if schedule.memory_limit is None
+                 else f"limit {schedule.memory_limit:,}")
+        lines.append(f"peak extra      {schedule.peak_extra:,} elements beyond operands and result "
+                     f"({bound})")
+    else:
+        lines.append("peak extra      planned by the framework")
     if runs_steps and schedule.strategy == "pairwise":
         lines.append(f"modelled time   {schedule.cost_ns / 1e3:.3g} us (numpy time model)")
     return "\n".join(lines)

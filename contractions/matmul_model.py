@@ -33,6 +33,9 @@ __all__ = [
     "NS_PER_MATRIX_ELEMENT",
     "NS_PER_COPIED_ELEMENT",
     "NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT",
+    "NS_PER_FRESH_ELEMENT",
+    "FRESH_BUFFER_ELEMENTS",
+    "fresh_buffer_ns",
 ]
 
 Labels = tuple[int, ...]
@@ -138,6 +141,16 @@ NS_PER_MAC = 0.0166
 NS_PER_MATRIX_ELEMENT = 0.275
 NS_PER_COPIED_ELEMENT = 1.5
 NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = 0.75
+# A result buffer above glibc's mmap threshold (128 KiB) is fresh pages every call: first-touch
+# page faults cost ~1 us per 4 KiB page here, ~0.9 ns per element beyond the write itself (the
+# 1.5 ns of a copied element minus its 0.6 ns strided copy).  Small results reuse warm memory.
+NS_PER_FRESH_ELEMENT = 0.9
+FRESH_BUFFER_ELEMENTS = 16384
+
+
+def fresh_buffer_ns(elements: int) -> float:
+    """Modelled page-fault cost of allocating a result of ``elements`` elements."""
+    return NS_PER_FRESH_ELEMENT * elements if elements > FRESH_BUFFER_ELEMENTS else 0.0
 
 
 def matmul_ns(calls: int, m: int, k: int, n: int) -> float:

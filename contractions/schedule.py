@@ -23,9 +23,10 @@ be passed back as ``optimize=`` and is what the JAX backend hands to ``jnp.einsu
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opt_einsum import paths as _opt_paths
@@ -36,6 +37,7 @@ from .matmul_model import (
     NS_PER_COPIED_ELEMENT,
     MatmulLayout,
     best_matmul_layout,
+    fresh_buffer_ns,
     size_of,
 )
 from .plan import PLAN_CACHE_SIZE, Plan
@@ -173,13 +175,39 @@ class Finish:
 
 
 @dataclass(frozen=True)
+class Blocking:
+    """The contraction run block by block, so that no buffer exceeds the memory limit.
+
+    Each label in ``labels`` is cut into chunks of ``chunks`` (``counts`` of them, the last
+    possibly shorter).  A block slices every operand along ``operand_axes[k]`` (per sliced
+    label, the axes of operand ``k`` carrying it; broadcast size-1 axes are not sliced), runs
+    the schedule in ``inner`` for its chunk sizes, and writes its result into the output at
+    ``output_axes`` (or, for a label summed over, adds it: ``accumulate``).
+    """
+
+    labels: Labels
+    chunks: tuple[int, ...]
+    counts: tuple[int, ...]
+    accumulate: bool
+    operand_axes: tuple[tuple[tuple[int, ...], ...], ...]
+    output_axes: tuple[tuple[int, ...], ...]
+    inner: tuple[tuple[tuple[int, ...], Schedule], ...]
+
+    @property
+    def n_blocks(self) -> int:
+        return math.prod(self.counts)
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A complete, backend-neutral execution recipe for one shape signature.
 
     ``inputs``/``output`` are integer labels, ``extents`` maps every label to its extent.
     ``flops`` counts the scheduled work (steps and preparation sums), ``naive_flops`` that of
-    one einsum loop, ``largest_intermediate`` the biggest array a step creates (elements), and
-    ``cost_ns`` the modelled time.  ``optimizer`` names what chose ``path``.
+    one einsum loop, ``peak_extra`` the most elements alive at once beyond the operands and the
+    result, and ``cost_ns`` the modelled time.  ``optimizer`` names what chose ``path``.
+    ``blocking`` is set when the call runs in blocks to stay within ``memory_limit`` (elements;
+    None: unbounded).
     """
 
     inputs: tuple[Labels, ...]
@@ -196,8 +224,10 @@ class Schedule:
     optimizer: str = "auto"
     flops: int = 0
     naive_flops: int = 0
-    largest_intermediate: int = 0
+    peak_extra: int = 0
     cost_ns: float = 0.0
+    memory_limit: int | None = None
+    blocking: Blocking | None = None
 
 
 # ------------------------------------------------------------------------------ optimize=
@@ -428,7 +458,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         macs = math.prod(extents[lab] for lab in every)
         return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
                     result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
-                    y_view=None, swap=False, layout=None, cost_ns=NS_PER_EINSUM_MAC * macs)
+                    y_view=None, swap=False, layout=None,
+                    cost_ns=NS_PER_EINSUM_MAC * macs + fresh_buffer_ns(math.prod(shape)))
 
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
     b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
@@ -443,7 +474,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
     return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
                 kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
-                layout=layout, cost_ns=layout.cost)
+                layout=layout, cost_ns=layout.cost + fresh_buffer_ns(size_of(result, extents)))
 
 
 # ------------------------------------------------------------------------------ schedules
@@ -466,34 +497,32 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
     return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
                     extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
                     optimizer=optimizer, flops=naive, naive_flops=naive,
-                    largest_intermediate=0, cost_ns=float(naive))
+                    peak_extra=0, cost_ns=float(naive))
 
 
-def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
-              output_shape: Shape, extents: dict[int, int], optimize: Any,
-              naive: int, einsum: str | None, use_einsum: bool = True) -> Schedule:
+def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
+                  final_order: Labels) -> list[Preparation]:
     # Labels of extent 1 everywhere are dropped from the whole computation; the final reshape
     # puts their 1s back into the output.
     surviving = [tuple(lab for lab, n in zip(t, s) if n != 1) for t, s in zip(inputs, shapes)]
-    final_order = tuple(lab for lab in output if extents[lab] != 1)
-    output_set = set(final_order)
     preps = []
     for k, (labels, shape) in enumerate(zip(inputs, shapes)):
-        elsewhere = set(output_set)
+        elsewhere = set(final_order)
         for other, term in enumerate(surviving):
             if other != k:
                 elsewhere.update(term)
         preps.append(_prepare(labels, shape, elsewhere))
-    current = [p.labels for p in preps]
-    fresh = any(p.sum_axes for p in preps)
-    flops = sum(math.prod(extents[lab] for lab in lab_in) for p, lab_in in zip(preps, inputs)
-                if p.sum_axes)
-    path = _find_path(optimize, current, final_order, extents)
+    return preps
 
+
+def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
+          extents: dict[int, int], use_einsum: bool) -> list[Step]:
+    """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
+    current = [p.labels for p in preps]
+    output_set = set(final_order)
     steps: list[Step] = []
     for contraction in path:
         positions = sorted(contraction)
-        # A path entry naming more than two operands is folded pairwise.
         while len(positions) > 1:
             i, j = positions[0], positions[1]
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
@@ -502,26 +531,103 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
                          final_order if not rest else None, use_einsum)
             steps.append(step)
             current = rest + [step.result]
-            fresh = True
             positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
+    assert len(current) == 1, current
+    return steps
 
-    (labels,) = current
+
+def _peak_extra(schedule: Schedule, inputs_contiguous: bool = True) -> int:
+    """Elements alive at once beyond the operands and the result, at the worst moment.
+
+    Counted: fresh preparation results, intermediates still waiting in the working list, a
+    step's gathered copies and its result (the last step's result is the output itself).
+    ``inputs_contiguous=False`` also counts the copy BLAS needs of a non-contiguous input
+    (a block sliced out of an operand).
+    """
+    if schedule.strategy == "direct":
+        return 0
+    ext = schedule.extents
+    work = []
+    for prep, labels in zip(schedule.preparations, schedule.inputs):
+        work.append((size_of(prep.labels, ext) if prep.sum_axes else 0, not prep.sum_axes))
+    peak = sum(n for n, _ in work)
+    last = len(schedule.steps) - 1
+    for k, step in enumerate(schedule.steps):
+        i, j = step.operands
+        (nx, x_input), (ny, y_input) = work[i], work[j]
+        rest = sum(n for m, (n, _) in enumerate(work) if m not in (i, j))
+        live = rest + nx + ny
+        sx = size_of([lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x], ext)
+        sy = size_of([lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y], ext)
+        if step.sum_x:
+            live += sx
+        if step.sum_y:
+            live += sy
+        for view, size, from_input in ((step.x_view, sx, x_input), (step.y_view, sy, y_input)):
+            if view is not None and (view.gather or (view.contiguous_first and from_input
+                                                      and not inputs_contiguous)):
+                live += size
+        if k != last:
+            live += step.result_size
+        peak = max(peak, live)
+        work = [w for m, w in enumerate(work) if m not in (i, j)] + [(step.result_size, False)]
+    return peak
+
+
+def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+              output_shape: Shape, extents: dict[int, int], path: tuple[tuple[int, ...], ...],
+              optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
+              preps: list[Preparation] | None = None) -> Schedule:
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    if preps is None:
+        preps = _preparations(inputs, shapes, final_order)
+    steps = _walk(preps, path, final_order, extents, use_einsum)
+    labels = steps[-1].result if steps else preps[0].labels
+    fresh = bool(steps) or any(p.sum_axes for p in preps)
     finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
                     reshape=tuple(extents[lab] for lab in final_order) != output_shape,
                     copy=not fresh)
-    flops += sum(s.flops for s in steps)
-    return Schedule(
+    flops = sum(math.prod(extents[lab] for lab in lab_in) for p, lab_in in zip(preps, inputs)
+                if p.sum_axes) + sum(s.flops for s in steps)
+    schedule = Schedule(
         inputs=inputs, output=output, shapes=shapes, output_shape=output_shape, extents=extents,
         strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
-        path=path, finish=finish, optimizer=_optimizer_name(optimize), flops=flops,
-        naive_flops=naive, largest_intermediate=max((s.result_size for s in steps), default=0),
-        cost_ns=sum(s.cost_ns for s in steps))
+        path=path, finish=finish, optimizer=optimizer, flops=flops,
+        naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps))
+    return replace(schedule, peak_extra=_peak_extra(schedule))
+
+
+def _candidate_paths(terms: list[Labels], output: Labels,
+                     extents: dict[int, int]) -> list[tuple[tuple[int, ...], ...]]:
+    """Paths worth pricing with the time model: every pairwise order up to four operands
+    (the FLOP-optimal one among them), else opt_einsum's auto, greedy and dp paths."""
+    n = len(terms)
+    if n <= 4:
+        return list(_all_pairwise_paths(n))
+    found: list[tuple[tuple[int, ...], ...]] = []
+    for name in ("auto", "greedy", "dp") if n <= 16 else ("auto", "greedy"):
+        path = _find_path(name, terms, output, extents)
+        if path not in found:
+            found.append(path)
+    return found
+
+
+def _all_pairwise_paths(n: int):
+    if n == 1:
+        yield ((0,),)
+        return
+    if n == 2:
+        yield ((0, 1),)
+        return
+    for pair in itertools.combinations(range(n), 2):
+        for rest in _all_pairwise_paths(n - 1):
+            yield (pair, *rest)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
                     optimize: Any = "auto", strategy: str | None = None,
-                    use_einsum: bool = True) -> Schedule:
+                    use_einsum: bool = True, memory_limit: Any = None) -> Schedule:
     """Schedule a contraction given directly as integer labels (cached, pure).
 
     ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
@@ -530,7 +636,10 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     or ``'pairwise'`` (for tests and re-measuring the threshold); by default tiny problems
     run direct unless an explicit path or optimizer was asked for.  ``use_einsum=False``
     schedules for a library without einsum (the Array API standard has none): pairwise, and
-    every step a ``matmul`` or a ``multiply``.
+    every step a ``matmul`` or a ``multiply``.  ``memory_limit`` bounds the elements alive at
+    once beyond operands and result: an int, ``'max_input'`` (the largest operand),
+    ``'default'`` (the largest operand or the result) or None (unbounded); a call that would
+    exceed it takes another order or runs in blocks (`Blocking`).
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
@@ -568,11 +677,137 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         path = _find_path(path_by, list(inputs), output, extents)
         return _direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                        _optimizer_name(optimize))
-    return _pairwise(inputs, output, shapes, output_shape, extents,
-                     "auto" if optimize == "direct" else optimize, naive, einsum, use_einsum)
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    preps = _preparations(inputs, shapes, final_order)
+    terms = [p.labels for p in preps]
+    if optimize in ("auto", "direct"):
+        # Price every candidate order with the time model (FLOP-optimal ones included) and
+        # keep the fastest modelled: FLOPs alone ignore copies, small-product BLAS speed and
+        # the page faults of large fresh buffers.
+        paths = _candidate_paths(terms, final_order, extents)
+        name = "auto"
+    else:
+        paths = [_find_path(optimize, terms, final_order, extents)]
+        name = _optimizer_name(optimize)
+    options = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
+                         use_einsum, preps) for path in paths]
+    return _within_limit(options, _resolve_limit(memory_limit, shapes, output_shape), use_einsum,
+                         strict=memory_limit != "default")
 
 
-def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True) -> Schedule:
+def _resolve_limit(memory_limit: Any, shapes: tuple[Shape, ...], output_shape: Shape) -> int | None:
+    if memory_limit is None:
+        return None
+    largest_input = max((math.prod(s) for s in shapes), default=1)
+    if memory_limit == "max_input":
+        return largest_input
+    if memory_limit == "default":
+        return max(largest_input, math.prod(output_shape), DEFAULT_LIMIT_FLOOR)
+    return int(memory_limit)
+
+
+#: The default limit never goes below this many elements (512 KiB of float64): below it,
+#: blocks would only add Python overhead to calls whose memory is negligible.
+DEFAULT_LIMIT_FLOOR = 2**16
+
+
+def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
+                  strict: bool = True) -> Schedule:
+    """The fastest modelled schedule whose buffers stay within ``limit`` (blocked if need be).
+
+    Not ``strict`` (the default limit): when nothing fits, the smallest peak found is taken
+    instead of an error.
+    """
+    options = sorted(options, key=lambda o: o.cost_ns)
+    fastest = options[0]
+    if limit is None:
+        return fastest
+    fitting = [o for o in options if o.peak_extra <= limit]
+    if fitting and fitting[0].cost_ns <= BLOCKING_WORTH * fastest.cost_ns:
+        return replace(fitting[0], memory_limit=limit)
+    tried = [replace(f, memory_limit=limit) for f in fitting[:1]]
+    for option in options[:2]:
+        blocked = _blocked(option, limit, use_einsum)
+        if blocked is not None:
+            tried.append(blocked)
+    if not tried and not strict:
+        return replace(min(options, key=lambda o: o.peak_extra), memory_limit=limit)
+    if not tried:
+        raise ContractionError(
+            f"memory_limit={limit:,} elements cannot be honoured: even the smallest blocks of "
+            f"this contraction need more (its fastest order needs {fastest.peak_extra:,}); raise "
+            "the limit or pass memory_limit=None")
+    return min(tried, key=lambda o: o.cost_ns)
+
+
+#: A schedule that fits the limit unblocked is kept unless blocking a faster order models at
+#: least this much faster.
+BLOCKING_WORTH = 1.25
+#: Python work per block: slicing the operands, one call per step, the write into the result.
+NS_PER_BLOCK = 1500.0
+NS_PER_BLOCK_STEP = 1000.0
+
+
+def _blocked(base: Schedule, limit: int, use_einsum: bool) -> Schedule | None:
+    """Cut labels into chunks (halving the most helpful one each round) until every block's
+    peak is within ``limit``; None when even single-element chunks do not fit."""
+    inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
+    labels = sorted({lab for term in inputs for lab in term if extents[lab] > 1})
+    if base.strategy != "pairwise" or not labels:
+        return None
+
+    def inner(chunks: dict[int, int]) -> Schedule:
+        block_shapes = tuple(tuple(chunks.get(lab, n) if n != 1 else 1 for lab, n in zip(t, s))
+                             for t, s in zip(inputs, shapes))
+        return schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum)
+
+    def peak(chunks: dict[int, int]) -> int:
+        block = inner(chunks)
+        return _peak_extra(block, inputs_contiguous=False) + math.prod(block.output_shape)
+
+    chunks = {lab: extents[lab] for lab in labels}
+    current = peak(chunks)
+    while current > limit:
+        best: tuple[tuple[int, bool, int], dict[int, int]] | None = None
+        for lab in labels:
+            if chunks[lab] == 1:
+                continue
+            trial = dict(chunks)
+            trial[lab] = -(-chunks[lab] // 2)
+            # lowest peak first; then labels kept in the output (no accumulation); then the
+            # longest chunk (fewer, larger blocks keep BLAS efficient)
+            key = (peak(trial), lab not in output, -chunks[lab])
+            if best is None or key < best[0]:
+                best = (key, trial)
+        if best is None:
+            return None
+        chunks, current = best[1], best[0][0]
+
+    sliced = tuple(lab for lab in labels if chunks[lab] < extents[lab])
+    sizes = tuple(chunks[lab] for lab in sliced)
+    counts = tuple(-(-extents[lab] // chunks[lab]) for lab in sliced)
+    variants: list[tuple[tuple[int, ...], Schedule]] = []
+    total = 0.0
+    for lengths in itertools.product(*[
+            sorted({c, extents[lab] % c} - {0}, reverse=True) for lab, c in zip(sliced, sizes)]):
+        block = inner(dict(zip(sliced, lengths)))
+        variants.append((lengths, block))
+        how_many = math.prod(
+            (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced, sizes, lengths))
+        total += how_many * (block.cost_ns + NS_PER_BLOCK + NS_PER_BLOCK_STEP * len(block.steps))
+    first = variants[0][1]
+    blocking = Blocking(
+        labels=sliced, chunks=sizes, counts=counts, accumulate=any(lab not in output for lab in sliced),
+        operand_axes=tuple(tuple(tuple(a for a, (l2, n) in enumerate(zip(t, s)) if l2 == lab and n != 1)
+                                 for lab in sliced) for t, s in zip(inputs, shapes)),
+        output_axes=tuple(tuple(a for a, l2 in enumerate(output) if l2 == lab) for lab in sliced),
+        inner=tuple(variants))
+    return replace(base, preparations=first.preparations, steps=first.steps, finish=first.finish,
+                   peak_extra=current, cost_ns=total, memory_limit=limit, blocking=blocking)
+
+
+def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
+                  memory_limit: Any = None) -> Schedule:
     """The schedule for a validated `Plan` (cached per plan and ``optimize``).
 
     ``use_einsum=False`` avoids einsum entirely (see `schedule_labels`).
@@ -584,7 +819,7 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True) -
     """
     exp = plan.expansion
     return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize),
-                           use_einsum=use_einsum)
+                           use_einsum=use_einsum, memory_limit=memory_limit)
 
 
 def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:
@@ -599,6 +834,12 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
     if schedule.strategy == "direct":
         return [f"one einsum {schedule.einsum!r} (small problem: one C loop beats pairwise steps)"]
     lines = []
+    blocking = schedule.blocking
+    if blocking is not None:
+        cuts = ", ".join(f"{labels([lab])} in {n} chunks of {c}"
+                         for lab, c, n in zip(blocking.labels, blocking.chunks, blocking.counts))
+        how = "adding block results" if blocking.accumulate else "each written into its slice"
+        lines.append(f"blocks: {blocking.n_blocks} ({cuts}; {how}); each block runs:")
     for k, prep in enumerate(schedule.preparations):
         if prep.is_identity:
             continue

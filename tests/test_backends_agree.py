@@ -125,3 +125,17 @@ def test_past_52_axes(backend, a_axes, b_axes, c_axes, seed):
     got = contract(subscripts, to_array(x), to_array(y), len_A=a_axes)
     assert is_native(got)
     close(got, loop_reference(subscripts, [x, y], lengths))
+
+
+@pytest.mark.parametrize("backend", list(FRAMEWORKS))
+def test_memory_limit_on_every_backend(backend):
+    """numpy and torch run blocks within the limit; JAX takes only the path (XLA plans memory)."""
+    name, to_array, is_native = FRAMEWORKS[backend]()
+    shapes = [(40, 2, 30), (2, 30, 50, 60), (40, 2, 50)]
+    ops = [seeded(name, "limit", k).standard_normal(s) for k, s in enumerate(shapes)]
+    want = np.einsum("wca,caib,wci->wcb", *ops)
+    got = contract("WCa,Caib,WCi->WCb", *map(to_array, ops), memory_limit=3000)
+    assert is_native(got)
+    close(got, want)
+    report = explain("WCa,Caib,WCi->WCb", *map(to_array, ops), memory_limit=3000)
+    assert ("blocks:" in report) == (name != "jax")

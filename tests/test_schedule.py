@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import re
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from contractions import (
 from contractions.backends import backend_for
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.matmul_model import fresh_buffer_ns
 from contractions.schedule import describe_schedule, schedule_labels
 from contractions.testing.oracle import loop_contract
 
@@ -222,6 +224,17 @@ class Recorder:
                            einsum=logged("einsum", NUMPY_OPS.einsum))
 
 
+def _expected_kernels(schedule) -> list[tuple[str, int]]:
+    """(kernel, result size) of every step in execution order; blocks in their loop order."""
+    if schedule.blocking is None:
+        return [(s.kernel, s.result_size) for s in schedule.steps]
+    blocking, inner = schedule.blocking, dict(schedule.blocking.inner)
+    lengths = [[min(c, n - start) for start in range(0, n, c)]
+               for c, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
+    assert math.prod(len(options) for options in lengths) == blocking.n_blocks
+    return [(s.kernel, s.result_size) for key in itertools.product(*lengths) for s in inner[key].steps]
+
+
 def _printed_steps(report: str) -> list[str]:
     lines = report.splitlines()
     start = lines.index("schedule") + 1
@@ -248,8 +261,9 @@ def _check_explain_matches_execution(subscripts, operands, **kwargs):
     if schedule.strategy == "direct":
         assert [k for k, _ in recorder.log] == ["einsum"]
     else:
-        assert [k for k, _ in recorder.log] == [s.kernel for s in schedule.steps]
-        assert [n for _, n in recorder.log] == [s.result_size for s in schedule.steps]
+        expected = _expected_kernels(schedule)
+        assert [k for k, _ in recorder.log] == [kernel for kernel, _ in expected]
+        assert [n for _, n in recorder.log] == [size for _, size in expected]
     close(result, contract(subscripts, *operands, **kwargs))
     # The printed path, passed back, gives the same steps.
     again = contract_expression(subscripts, *(np.shape(a) for a in operands),
@@ -295,7 +309,9 @@ def test_large_batched_product_is_one_matmul_step_with_views():
     (step,) = make_schedule(plan).steps
     assert step.kernel == "matmul"
     assert not step.x_view.gather and not step.y_view.gather      # no copies: plain strided views
-    assert step.layout is not None and step.cost_ns == step.layout.cost > 0
+    # modelled time: the layout's BLAS and copy cost plus the page faults of a fresh result
+    assert step.layout is not None
+    assert step.cost_ns == step.layout.cost + fresh_buffer_ns(64 * 32 * 40) > step.layout.cost
     assert step.flops == 2 * 64 * 32 * 48 * 40
 
 
@@ -418,3 +434,93 @@ def test_numpy_calls_import_no_framework_and_no_harness():
             "bad = [m for m in ('jax', 'torch', 'dask', 'contractions.testing') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# ------------------------------------------------------------------------ memory_limit
+@pytest.mark.parametrize("limit", [1000, 5000, "1MB", "max_input"])
+def test_explain_prints_the_blocks_executed(limit):
+    ops = [seeded("blocks", k).standard_normal(s) for k, s in enumerate([(40, 2, 30), (2, 30, 50, 60), (40, 2, 50)])]
+    _check_explain_matches_execution("WCa,Caib,WCi->WCb", ops, memory_limit=limit)
+
+
+def test_blocked_schedule_fields():
+    shapes = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
+    free = contract_expression("WCa,Caib,WCi->WCb", *shapes, memory_limit=None).schedule
+    tight = contract_expression("WCa,Caib,WCi->WCb", *shapes, memory_limit=3000).schedule
+    assert free.blocking is None and free.peak_extra > 3000
+    assert tight.blocking is not None and tight.peak_extra <= tight.memory_limit == 3000
+    assert tight.blocking.n_blocks == math.prod(tight.blocking.counts) > 1
+    with pytest.raises(ContractionError, match="memory_limit=1 elements cannot be honoured"):
+        contract_expression("WCa,Caib,WCi->WCb", *shapes, memory_limit=1)
+
+
+@pytest.mark.parametrize("bad,error", [("lots", ValueError), (0, ValueError), (True, TypeError),
+                                       ([1], TypeError)])
+def test_bad_memory_limits_are_refused(bad, error):
+    with pytest.raises(error, match="memory_limit"):
+        contract("Wa,a->W", np.ones((2, 3)), np.ones(3), memory_limit=bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grouped_problems(max_terms=4, max_group_axes=2), st.integers(0, 2**32 - 1),
+       st.sampled_from([2, 3, 8, 40, "max_input", "default"]))
+def test_blocked_execution_matches_the_oracle(problem, seed, limit):
+    operands = random_operands(problem, np.random.default_rng(seed))
+    pins = needed_supplements(problem, identifiability(problem.subscripts))
+    try:
+        expr = contract_expression(problem.subscripts, *(a.shape for a in operands),
+                                   optimize="greedy", memory_limit=limit, **pins)
+    except ContractionError as err:          # a tiny explicit limit may be impossible: say so
+        assert "cannot be honoured" in str(err)
+        return
+    if isinstance(limit, int) and expr.schedule.strategy == "pairwise":
+        assert expr.schedule.peak_extra <= limit
+    close(expr(*operands), loop_contract(problem.subscripts, operands, problem.group_shapes))
+
+
+def test_blocked_execution_past_52_axes():
+    r = seeded("b52")
+    x = r.standard_normal((3,) + (1,) * 28 + (4, 5))     # A: 29 axes, then i, j
+    y = r.standard_normal((1,) * 25 + (5, 6))            # B: 25 axes, then j, k
+    z = r.standard_normal((6, 7))                        # k, l
+    expr = contract_expression("Aij,Bjk,kl->ABil", x.shape, y.shape, z.shape, len_A=29,
+                               memory_limit=20)
+    assert len(expr.plan.expansion.symbols) > 52
+    assert expr.schedule.blocking is not None and expr.schedule.peak_extra <= 20
+    want = np.einsum("aij,jk,kl->ail", x.reshape(3, 4, 5), y.reshape(5, 6), z)
+    close(expr(x, y, z).reshape(3, 4, 7), want)
+
+
+def test_memory_limit_is_honoured_as_measured_by_tracemalloc():
+    import tracemalloc
+
+    # A chain whose cheapest order builds a (400 x 400 x 50) intermediate: 8 MB beside 1.6 MB
+    # operands and a 1.3 MB result.
+    r = seeded("trace")
+    a, b, c = r.standard_normal((400, 50)), r.standard_normal((50, 400)), r.standard_normal((400, 400))
+    subscripts = "Wi,iK,WK->WK"   # an elementwise product after a rank-50 product: no BLAS order avoids it
+
+    def peak_extra(**kwargs) -> int:
+        contract(subscripts, a, b, c, **kwargs)   # plan and compile outside the measurement
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        result = contract(subscripts, a, b, c, **kwargs)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return peak - result.nbytes
+
+    want = np.einsum("wi,ik,wk->wk", a, b, c)
+    close(contract(subscripts, a, b, c, memory_limit=20_000), want)
+    unbounded = peak_extra(memory_limit=None)
+    bounded = peak_extra(memory_limit=20_000)          # elements: 160 kB of float64
+    assert unbounded > 20_000 * 8                      # the case does exceed the limit unblocked
+    assert bounded <= 20_000 * 8 + 64 * 1024, (bounded, unbounded)   # + slack for Python objects
+
+
+def test_default_limit_keeps_peak_within_the_largest_operand_or_result():
+    r = seeded("default")
+    x, cores, z = r.standard_normal((300, 80)), r.standard_normal((80, 60, 70)), r.standard_normal((300, 60))
+    schedule = contract_expression("Wa,aib,Wi->Wb", x.shape, cores.shape, z.shape).schedule
+    largest = max(x.size, cores.size, z.size, 300 * 70)
+    assert schedule.peak_extra <= largest
+    close(contract("Wa,aib,Wi->Wb", x, cores, z), np.einsum("wa,aib,wi->wb", x, cores, z))

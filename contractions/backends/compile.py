@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,11 @@ class ArrayOps:
     common_dtype: Callable[[Sequence[Any]], Any]
     dtype: Fn
     astype: Callable[[Any, Any], Any]
+    # blocked execution: a zero-filled or uninitialised result like an operand, and writes
+    zeros: Callable[[tuple[int, ...], Any, Any], Any] | None = None   # (shape, dtype, like)
+    empty: Callable[[tuple[int, ...], Any, Any], Any] | None = None
+    set_block: Callable[[Any, tuple[slice, ...], Any], None] | None = None   # out[idx] = block
+    add_block: Callable[[Any, tuple[slice, ...], Any], None] | None = None   # out[idx] += block
 
 
 def _chain(fns: Sequence[Fn]) -> Fn | None:
@@ -172,6 +178,8 @@ def _finish_fn(finish: Finish, ops: ArrayOps, scalar: bool) -> Fn:
 
 def compile_schedule(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
     """A callable running ``schedule`` on arrays of the library ``ops`` wraps."""
+    if schedule.blocking is not None:
+        return _compile_blocked(schedule, ops)
     assert schedule.finish is not None
     scalar = not schedule.output_shape
     if schedule.strategy == "direct":
@@ -200,5 +208,45 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
             x = work.pop(i)
             work.append(kernel(x, y))
         return finish(work[0])
+
+    return execute
+
+
+def _compile_blocked(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
+    """Run the schedule block by block: slice the operands (views), run the block's own
+    schedule, write (or add) its result into the preallocated output."""
+    blocking = schedule.blocking
+    assert blocking is not None
+    if ops.zeros is None or ops.empty is None or ops.set_block is None or ops.add_block is None:
+        raise TypeError("this backend cannot run blocked schedules (memory_limit); pass "
+                        "memory_limit=None")
+    runs = {lengths: compile_schedule(inner, ops) for lengths, inner in blocking.inner}
+    ranges = [[(start, min(start + chunk, n)) for start in range(0, n, chunk)]
+              for chunk, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
+    ndims = [len(shape) for shape in schedule.shapes]
+    out_shape = schedule.output_shape
+    make = ops.zeros if blocking.accumulate else ops.empty
+    write = ops.add_block if blocking.accumulate else ops.set_block
+    common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
+
+    def execute(*arrays: Any) -> Any:
+        dtype = common_dtype(arrays)
+        arrays = tuple(a if dtype_of(a) == dtype else astype(a, dtype) for a in arrays)
+        out = make(out_shape, dtype, arrays[0])
+        for combo in itertools.product(*ranges):
+            blocks = []
+            for k, array in enumerate(arrays):
+                index = [slice(None)] * ndims[k]
+                for (start, stop), axes in zip(combo, blocking.operand_axes[k]):
+                    for axis in axes:
+                        index[axis] = slice(start, stop)
+                blocks.append(array[tuple(index)])
+            result = runs[tuple(stop - start for start, stop in combo)](*blocks)
+            target = [slice(None)] * len(out_shape)
+            for (start, stop), axes in zip(combo, blocking.output_axes):
+                for axis in axes:
+                    target[axis] = slice(start, stop)
+            write(out, tuple(target), result)
+        return out
 
     return execute

@@ -43,6 +43,14 @@ def _sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return np.add.reduce(x, axes, x.dtype)
 
 
+def _set_block(out: np.ndarray, index: tuple[slice, ...], block: np.ndarray) -> None:
+    out[index] = block
+
+
+def _add_block(out: np.ndarray, index: tuple[slice, ...], block: np.ndarray) -> None:
+    out[index] += block
+
+
 def _common_dtype(arrays: Sequence[np.ndarray]) -> np.dtype:
     return np.result_type(*arrays)
 
@@ -68,6 +76,10 @@ NUMPY_OPS = ArrayOps(
     common_dtype=_common_dtype,
     dtype=lambda x: x.dtype,
     astype=lambda x, dtype: x.astype(dtype),
+    zeros=lambda shape, dtype, like: np.zeros(shape, dtype),
+    empty=lambda shape, dtype, like: np.empty(shape, dtype),
+    set_block=_set_block,
+    add_block=_add_block,
 )
 
 

@@ -68,6 +68,14 @@ def _sum(x: torch.Tensor, axes: tuple[int, ...]) -> torch.Tensor:
     return torch.sum(x, dim=axes, dtype=x.dtype)
 
 
+def _set_block(out: torch.Tensor, index: tuple[slice, ...], block: torch.Tensor) -> None:
+    out[index] = block
+
+
+def _add_block(out: torch.Tensor, index: tuple[slice, ...], block: torch.Tensor) -> None:
+    out[index] += block
+
+
 #: torch's implementation of the schedule's operations.
 TORCH_OPS = ArrayOps(
     einsum=torch.einsum,
@@ -84,6 +92,10 @@ TORCH_OPS = ArrayOps(
     common_dtype=lambda ts: functools.reduce(torch.promote_types, (t.dtype for t in ts)),
     dtype=lambda x: x.dtype,
     astype=lambda x, dtype: x.to(dtype),
+    zeros=lambda shape, dtype, like: torch.zeros(shape, dtype=dtype, device=like.device),
+    empty=lambda shape, dtype, like: torch.empty(shape, dtype=dtype, device=like.device),
+    set_block=_set_block,
+    add_block=_add_block,
 )
 
 
