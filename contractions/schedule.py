@@ -548,7 +548,7 @@ def _peak_extra(schedule: Schedule, inputs_contiguous: bool = True) -> int:
         return 0
     ext = schedule.extents
     work = []
-    for prep, labels in zip(schedule.preparations, schedule.inputs):
+    for prep in schedule.preparations:
         work.append((size_of(prep.labels, ext) if prep.sum_axes else 0, not prep.sum_axes))
     peak = sum(n for n, _ in work)
     last = len(schedule.steps) - 1
