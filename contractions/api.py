@@ -496,10 +496,10 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         exp = expand(parsed, lengths)
     lines.append("groups")
     for (g, labels), n in zip(exp.group_labels, lengths):
-        syms = "".join(exp.symbols[lab] for lab in labels) or "-"
+        syms = "".join(exp.readable_symbol(lab) for lab in labels) or "-"
         ext = f" extents {tuple(plan.extents[lab] for lab in labels)}" if plan is not None else ""
         lines.append(f"  {g}: {n} ax{'is' if n == 1 else 'es'} -> {syms}{ext}")
-    lines.append(f"expanded        {exp.einsum!r}")
+    lines.append(f"expanded        {exp.readable!r}")
     if plan is None:
         return "\n".join(lines)
     module = load(chosen)

@@ -17,7 +17,7 @@ be passed back as ``optimize=`` and is what the JAX backend hands to ``jnp.einsu
 >>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
 >>> s = make_schedule(plan)
 >>> s.strategy, s.path, [step.kernel for step in s.steps]
-('pairwise', ((0, 2), (0, 1)), ['multiply', 'matmul'])
+('pairwise', ((1, 2), (0, 1)), ['matmul', 'matmul'])
 """
 
 from __future__ import annotations
@@ -675,8 +675,9 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
                 f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
         path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
         path = _find_path(path_by, list(inputs), output, extents)
-        return _direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
-                       _optimizer_name(optimize))
+        return replace(_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
+                               _optimizer_name(optimize)),
+                       memory_limit=_resolve_limit(memory_limit, shapes, output_shape))
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     preps = _preparations(inputs, shapes, final_order)
     terms = [p.labels for p in preps]

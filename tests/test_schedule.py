@@ -254,7 +254,7 @@ def _check_explain_matches_execution(subscripts, operands, **kwargs):
     schedule = expr.schedule
     printed_path = ast.literal_eval(re.search(r"^path\s+(\[.*\])", report, re.M).group(1))
     assert tuple(map(tuple, printed_path)) == schedule.path
-    name = expr.plan.expansion.symbols.__getitem__
+    name = expr.plan.expansion.readable_symbol
     assert _printed_steps(report) == describe_schedule(schedule, name)
     recorder = Recorder()
     result = compile_schedule(schedule, recorder.ops)(*operands)

@@ -89,5 +89,5 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., jax.Ar
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``."""
-    return [f"one jnp.einsum({plan.expansion.einsum!r}, optimize={[tuple(p) for p in schedule.path]})"
+    return [f"one jnp.einsum({plan.expansion.readable!r}, optimize={[tuple(p) for p in schedule.path]})"
             " (XLA lowers each pair to a dot_general; nothing is reshaped)"]

@@ -167,5 +167,5 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``."""
-    name = plan.expansion.symbols.__getitem__
+    name = plan.expansion.readable_symbol
     return describe_schedule(schedule, name)

@@ -112,7 +112,7 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain`` (the same schedule as numpy, on torch operations)."""
-    return describe_schedule(schedule, plan.expansion.symbols.__getitem__)
+    return describe_schedule(schedule, plan.expansion.readable_symbol)
 
 
 def contract_labelled(tensors: Sequence[torch.Tensor], inputs: Sequence[Sequence[int]],
