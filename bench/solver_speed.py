@@ -1,8 +1,9 @@
 """Cold-cache cost of the string-level stages on adversarial inputs: `identifiability` on
 strings using all 26 groups, and `parse` on strings of 10^5 characters (valid and not).
 
-Every measurement clears the stage's caches first, so it is the cost of a string never seen
-before; each is repeated and the median reported, with the worst string last::
+Every measurement clears the caches first (parse's included, so the identifiability times
+contain parsing), so it is the cost of a string never seen before; each is repeated and the
+median reported, with the worst string last::
 
     python bench/solver_speed.py            # both tables
     python bench/solver_speed.py --repeat 3 # fewer repetitions
@@ -39,9 +40,18 @@ def _random_terms(rng: random.Random, count: int, p: float) -> str:
     return ",".join(t or "a" for t in terms)
 
 
+def _paired_terms(rng: random.Random, count: int, pairs: int) -> str:
+    """Terms holding both or neither of each pair (X, Y), apart: equal columns, no runs."""
+    chosen = [[k for k in range(pairs) if rng.random() < 0.5] for _ in range(count)]
+    rest = U[2 * pairs:]
+    return ",".join("".join(U[k] for k in ks) + "".join(g for g in rest if rng.random() < 0.3)
+                    + "".join(U[pairs + k] for k in ks) or "a" for ks in chosen)
+
+
 def identifiability_cases() -> dict[str, str]:
     rng = random.Random(0)
     reversed_output = U[::-1]
+    everything = "," + U
     return {
         "one term, output reversed (25 pins)": U + "->" + reversed_output,
         "13 runs of 2, one equation": U + "->" + "".join(U[i:i + 2] for i in range(24, -1, -2)),
@@ -55,6 +65,10 @@ def identifiability_cases() -> dict[str, str]:
         "25 random terms": _random_terms(rng, 25, 0.5) + "->" + reversed_output,
         "200 random terms": _random_terms(rng, 200, 0.3) + "->" + reversed_output,
         "2000 random terms": _random_terms(rng, 2000, 0.2) + "->" + reversed_output,
+        "2000 terms, one pair always together": _paired_terms(rng, 2000, 1) + everything
+                                                + "->" + reversed_output,
+        "7000 terms, 13 pairs always together": _paired_terms(rng, 7000, 13) + everything
+                                                + "->" + reversed_output,
         "mixed run weights, 8 terms": ",".join(
             ["ABCDE", "FGHI", "JKL", "MN", "OPQRSTUVWXYZ", "ABCDEFGHI", "JKLMN", "OPQ"])
             + "->" + "ABCDE" + "IHGF" + "LKJ" + "NM" + reversed_output[:12],

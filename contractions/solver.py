@@ -200,27 +200,68 @@ def _primitive(v: list[int]) -> list[int]:
     return [x // d for x in v] if d > 1 else v
 
 
-def _reduced_rows(rows: Iterable[Sequence[int]], ncols: int) -> list[tuple[int, list[int]]]:
-    """Integer reduced row echelon form: ``(pivot column, row)`` pairs, each row zero in the
-    other rows' pivot columns.  Fraction-free (rows are combined crosswise and divided by
-    their gcd), hence exact; the pivots are the first basis of columns in column order."""
+def _reduced_rows(rows: Sequence[tuple[int, ...]], ncols: int,
+                  packing: bool | None = None) -> list[tuple[int, list[int]]]:
+    """Integer reduced row echelon form of 0/1 rows, each given by the columns of its ones:
+    ``(pivot column, row)`` pairs, each row zero in the other rows' pivot columns.
+
+    Fraction-free (rows are combined crosswise and divided by their gcd), hence exact; the
+    pivots are the first basis of columns in column order.  With many rows, a row already in
+    the span is recognised without elimination: it is orthogonal to every null vector, and all
+    those dot products come out of one sum of packed integers (`_packed_null_space`), so a
+    string with thousands of terms costs one addition per group occurrence, not a reduction
+    per term.  ``packing`` forces the choice (tests); by default it is used with many rows.
+    """
     basis: list[tuple[int, list[int]]] = []
-    for given in rows:
-        v = list(given)
+    if packing is None:
+        packing = len(rows) > 4 * ncols  # else rebuilding the packing costs more than it saves
+    packed = _packed_null_space(basis, ncols) if packing else []
+    for ones in rows:
+        if packing and sum(packed[c] for c in ones) == 0:
+            continue  # in the row space
+        v = [0] * ncols
+        for c in ones:
+            v[c] = 1
         for p, r in basis:
             if v[p]:
                 v = _primitive([r[p] * a - v[p] * b for a, b in zip(v, r)])
         pivot = next((c for c in range(ncols) if v[c]), None)
         if pivot is None:
-            continue
-        v = _primitive(v)
+            continue  # in the row space
         for i, (q, r) in enumerate(basis):
             if r[pivot]:
                 basis[i] = (q, _primitive([v[pivot] * a - r[pivot] * b for a, b in zip(r, v)]))
         basis.append((pivot, v))
         if len(basis) == ncols:
             break
+        if packing:
+            packed = _packed_null_space(basis, ncols)
     return basis
+
+
+def _packed_null_space(basis: list[tuple[int, list[int]]], ncols: int) -> list[int]:
+    """The null space of ``basis`` (reduced rows), packed for dot products with 0/1 rows:
+    a 0/1 row is in the row space exactly when the sum of the packed columns of its ones is 0.
+
+    Null vector ``j`` has, per free column ``f``, ``L`` at ``f`` and ``-r[f] * L / r[p]`` at
+    each pivot ``p`` (``L`` the lcm of the pivots).  Column ``c`` is packed as
+    ``sum(z_j[c] * B**j)`` with ``B = 2**w`` above every possible dot product, so the sum over
+    a row's ones is ``sum(dot_j * B**j)``, which is zero only if every ``dot_j`` is (the lowest
+    nonzero one would have to be a multiple of ``B``).
+    """
+    pivots = {p: r for p, r in basis}
+    lcm = math.lcm(*(r[p] for p, r in basis)) if basis else 1
+    null = []
+    for f in range(ncols):
+        if f in pivots:
+            continue
+        z = [0] * ncols
+        z[f] = lcm
+        for p, r in pivots.items():
+            z[p] = -r[f] * (lcm // r[p])
+        null.append(z)
+    width = (ncols * max((abs(x) for z in null for x in z), default=0)).bit_length() + 1
+    return [sum(z[c] << (j * width) for j, z in enumerate(null)) for c in range(ncols)]
 
 
 def _exchange(rows: dict[int, list[int]], out: int, into: int, column: int) -> dict[int, list[int]]:
@@ -258,9 +299,9 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
     # Columns heaviest first (stable), so the pivots are a maximum-weight basis.
     columns = sorted(range(len(free)), key=lambda j: -len(members[j]))
     where = {g: c for c, j in enumerate(columns) for g in free[j]}
-    distinct_rows = {frozenset(where[g] for g in term if g in where) for term in set(parsed.inputs)}
-    rows = [[int(c in row) for c in range(len(columns))] for row in distinct_rows if row]
-    basis = _reduced_rows(rows, len(columns))
+    rows = {tuple(sorted(where[g] for g in term if g in where)) for term in set(parsed.inputs)}
+    rows.discard(())
+    basis = _reduced_rows(sorted(rows), len(columns))
     pivots = {p for p, _ in basis}
     deficit = len(columns) - len(basis)
     if deficit == 0:
@@ -271,6 +312,15 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
     open_groups = {g for c, j in enumerate(columns) if c not in closed for g in members[j]}
     undetermined = tuple(g for g in parsed.groups if g in open_groups)
     minimum = sum(len(members[columns[c]]) for c in range(len(columns)) if c not in pivots)
+
+    if minimum == 1:
+        # One non-pivot column, of weight 1: the only dependency is its circuit, and closing
+        # any run of weight 1 in it (pinning its one unpinned member) breaks it.
+        (free_column,) = (c for c in range(len(columns)) if c not in pivots)
+        circuit = {free_column} | {p for p, r in basis if r[free_column]}
+        singles = [members[columns[c]] for c in sorted(circuit, key=lambda c: columns[c])
+                   if len(members[columns[c]]) == 1]
+        return _advice(parsed, runs, supplied, undetermined, deficit, minimum, singles)
 
     # Maximum-weight bases are, weight class by weight class, the bases of the class's
     # columns modulo everything heavier: the reduced rows pivoting in the class, restricted
@@ -284,13 +334,12 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
     tableaus = {w: {p: [r[c] for c in cols] for p, r in basis if weight[p] == w}
                 for w, cols in in_class.items()}
     order = sorted(weight, key=lambda c: columns[c])
-    limit = len(parsed.groups) + 1 if minimum == 1 else SMALLEST_SETS_SHOWN + 1
     found: list[tuple[str, ...]] = []
 
     def visit(i: int, tabs: dict[int, dict[int, list[int]]], pins: tuple[str, ...]) -> bool:
         if i == len(order):
             found.append(pins)
-            return len(found) >= limit
+            return len(found) > SMALLEST_SETS_SHOWN
         e = order[i]
         w = weight[e]
         rows = tabs[w]
@@ -309,14 +358,21 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
         return b is not None and visit(i + 1, {**tabs, w: _exchange(rows, b, e, local[e])}, pins)
 
     visit(0, tableaus, ())
-    candidates = tuple(names[0] for names in found) if minimum == 1 else ()
+    return _advice(parsed, runs, supplied, undetermined, deficit, minimum, found)
+
+
+def _advice(parsed: ParsedSubscripts, runs: tuple[tuple[str, ...], ...], supplied: tuple[str, ...],
+            undetermined: tuple[str, ...], deficit: int, minimum: int,
+            found: list[tuple[str, ...]]) -> Identifiability:
+    """The `Identifiability` of an underdetermined string from its smallest sets ``found``
+    (every one when ``minimum == 1``, else up to one more than are shown)."""
     return Identifiability(
         subscripts=parsed.subscripts,
         groups=parsed.groups,
         runs=runs,
         supplied=supplied,
         undetermined=undetermined,
-        candidates=candidates,
+        candidates=tuple(names[0] for names in found) if minimum == 1 else (),
         rank_deficit=deficit,
         completion=found[0],
         minimum_pins=minimum,

@@ -1,10 +1,11 @@
 """Stage 2: exact solving, string-level identifiability and co-travelling runs."""
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contractions import (
@@ -17,6 +18,7 @@ from contractions import (
     identifiability,
     solve_lengths,
 )
+from contractions.solver import _packed_null_space, _reduced_rows
 
 from ._strategies import grouped_problems
 
@@ -350,3 +352,56 @@ def test_twenty_six_groups_answers_decided_by_hand():
     assert info.runs == tuple(tuple(letters[i:i + 2]) for i in range(0, 26, 2))
     assert info.rank_deficit == 12 and info.minimum_pins == 24
     assert info.smallest_sets[0] == tuple(letters[:24])   # close all runs but the last
+
+
+def fraction_rank(rows, ncols):
+    """Rank by textbook elimination over the rationals (the independent reference)."""
+    m = [[Fraction(int(c in ones)) for c in range(ncols)] for ones in rows]
+    rank = 0
+    for c in range(ncols):
+        pivot = next((i for i in range(rank, len(m)) if m[i][c] != 0), None)
+        if pivot is None:
+            continue
+        m[rank], m[pivot] = m[pivot], m[rank]
+        for i in range(len(m)):
+            if i != rank and m[i][c] != 0:
+                f = m[i][c] / m[rank][c]
+                m[i] = [a - f * b for a, b in zip(m[i], m[rank])]
+        rank += 1
+    return rank
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.frozensets(st.integers(0, n - 1), min_size=1), max_size=30))),
+    st.sampled_from([False, True]))
+def test_exact_integer_elimination_agrees_with_fractions(case, packing):
+    # Both ways of recognising a row already in the span: reduction, and packed dot products.
+    ncols, sets = case
+    rows = sorted({tuple(sorted(x)) for x in sets})
+    basis = _reduced_rows(rows, ncols, packing=packing)
+    assert len(basis) == fraction_rank(rows, ncols)
+    # The pivots are the first basis of columns: column c is a pivot iff it raises the rank.
+    pivots = sorted(p for p, _ in basis)
+    expected = [c for c in range(ncols)
+                if fraction_rank([tuple(k for k in ones if k <= c) for ones in rows], c + 1)
+                > fraction_rank([tuple(k for k in ones if k < c) for ones in rows], c)]
+    assert pivots == expected
+    for p, r in basis:   # reduced: zero in the other pivots' columns
+        assert r[p] != 0 and all(r[q] == 0 for q, _ in basis if q != p)
+
+
+@settings(max_examples=200, deadline=None)
+# With 1-bit fields the dot products (0, 2, -1) of row (3, 4) cancel: 0 + 2*2 - 1*4 == 0.
+@example((6, [frozenset({0, 1, 2, 4, 5}), frozenset({0, 3, 5}), frozenset({0, 4})], [frozenset({3, 4})]))
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.frozensets(st.integers(0, n - 1), min_size=1), max_size=12),
+    st.lists(st.frozensets(st.integers(0, n - 1), min_size=1), min_size=1, max_size=12))))
+def test_packed_null_space_recognises_exactly_the_rows_in_the_span(case):
+    ncols, basis_sets, probes = case
+    rows = sorted({tuple(sorted(x)) for x in basis_sets})
+    packed = _packed_null_space(_reduced_rows(rows, ncols, packing=False), ncols)
+    for probe in probes:
+        ones = tuple(sorted(probe))
+        in_span = fraction_rank(rows + [ones], ncols) == fraction_rank(rows, ncols)
+        assert (sum(packed[c] for c in ones) == 0) == in_span
