@@ -342,20 +342,20 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
             return len(found) > SMALLEST_SETS_SHOWN
         e = order[i]
         w = weight[e]
-        rows = tabs[w]
+        tableau = tabs[w]
         later = in_class[w][local[e] + 1:]  # the class's undecided columns
         closing = pins + members[columns[e]]
-        if e not in rows:  # close e: the basis stands without it
+        if e not in tableau:  # close e: the basis stands without it
             if visit(i + 1, tabs, closing):
                 return True
         else:  # close e: swap in an undecided non-basis column with a nonzero coordinate
-            u = next((u for u in later if u not in rows and rows[e][local[u]]), None)
-            if u is not None and visit(i + 1, {**tabs, w: _exchange(rows, e, u, local[u])}, closing):
+            u = next((u for u in later if u not in tableau and tableau[e][local[u]]), None)
+            if u is not None and visit(i + 1, {**tabs, w: _exchange(tableau, e, u, local[u])}, closing):
                 return True
-        if e in rows:  # keep e
+        if e in tableau:  # keep e
             return visit(i + 1, tabs, pins)
-        b = next((b for b in later if b in rows and rows[b][local[e]]), None)
-        return b is not None and visit(i + 1, {**tabs, w: _exchange(rows, b, e, local[e])}, pins)
+        b = next((b for b in later if b in tableau and tableau[b][local[e]]), None)
+        return b is not None and visit(i + 1, {**tabs, w: _exchange(tableau, b, e, local[e])}, pins)
 
     visit(0, tableaus, ())
     return _advice(parsed, runs, supplied, undetermined, deficit, minimum, found)
