@@ -1,4 +1,4 @@
-"""The ``contractions`` command line: ``explain``, ``check`` and ``scan``.
+"""The ``contractions`` command line: ``demo``, ``explain``, ``check`` and ``scan``.
 
     contractions demo                  # a short guided tour, checked as it runs
     contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
@@ -10,48 +10,91 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from .errors import ContractionError
+from . import __version__
+from .errors import ContractionError, UnderdeterminedError
+
+_EXTENTS = re.compile(r"[0-9]+(?:x[0-9]+)*", re.ASCII)
+_NDIM = re.compile(r"#([0-9]+)", re.ASCII)
+_SUPPLEMENT = re.compile(r"(?:len_)?([A-Z])=([0-9]+)", re.ASCII)
+SHOWN_FITS = 6  # fitting --len values listed by `explain` on an underdetermined call
+_SHAPE_HELP = ("one shape per operand: extents joined by 'x' (4x2x3), '()' or 'scalar' for a "
+               "0-d operand, '#3' for an ndim without extents")
 
 
 def _shape(text: str) -> tuple[int, ...] | int:
-    """'4x2x3' -> (4, 2, 3); '()' or 'scalar' -> (); a bare 'n' with a leading '#' -> ndim n."""
-    text = text.strip()
-    if text in ("()", "scalar", "x"):
+    """'4x2x3' -> (4, 2, 3); '()' or 'scalar' -> (); '#3' -> the bare ndim 3.
+
+    Anything else (an empty part as in '3xx4', a sign, a non-integer) is a usage error.
+    """
+    if text in ("()", "scalar"):
         return ()
-    if text.startswith("#"):
-        return int(text[1:])
-    try:
-        return tuple(int(part) for part in text.replace(",", "x").split("x") if part != "")
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad shape {text!r}: write extents joined by 'x', e.g. 4x2x3 ('()' for a scalar, "
-            "'#3' for an ndim without extents)") from None
+    ndim = _NDIM.fullmatch(text)
+    if ndim:
+        return int(ndim[1])
+    if _EXTENTS.fullmatch(text):
+        return tuple(int(part) for part in text.split("x"))
+    raise argparse.ArgumentTypeError(
+        f"bad shape {text!r}: write non-negative integer extents joined by 'x', e.g. 4x2x3 "
+        "('()' for a scalar, '#3' for an ndim without extents)")
 
 
-def _supplement(text: str) -> tuple[str, int]:
-    name, _, value = text.partition("=")
-    name = name.strip()
-    if name.startswith("len_"):
-        name = name[4:]
-    try:
-        return name, int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad --len {text!r}: write e.g. --len W=2") from None
+class _Supplements(argparse.Action):
+    """``--len G=n`` (repeatable) into one dict {G: n}; a group given twice is a usage error."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        match = _SUPPLEMENT.fullmatch(str(values))
+        if match is None:
+            parser.error(f"argument --len: bad value {values!r}: write G=n with G one uppercase "
+                         "group letter and n a non-negative integer, e.g. --len W=2")
+        group, n = match[1], int(match[2])
+        given = dict(getattr(namespace, self.dest, None) or {})
+        if group in given:
+            parser.error(f"argument --len: group {group} given twice (--len {group}={given[group]} "
+                         f"and --len {group}={n}); pass each group's length once")
+        given[group] = n
+        setattr(namespace, self.dest, given)
+
+
+EXPLAIN_EPILOG = """\
+examples:
+  contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
+  contractions explain 'WCo,WCa->Cao' 3x2x5 3x2x4 --len W=1
+  contractions explain 'WCo,WCa->Cao'          (the string alone: what it needs)
+
+exit status:
+  0  the report was printed (with shapes: the call is solved, expanded and planned)
+  1  the string cannot decide some group's length without a --len: the report says
+     which --len to pass (and, with shapes, which values fit them)
+  2  usage error, or the call is invalid (syntax, operand count, sizes): message on stderr
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="contractions", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="a short guided tour: contract, solve, explain, an error")
-    ex = sub.add_parser("explain", help="report how a grouped string is solved, expanded and planned")
-    ex.add_argument("subscripts")
-    ex.add_argument("shapes", nargs="*", type=_shape,
-                    help="one shape per operand, e.g. 4x2x3 (or #3 for just an ndim)")
-    ex.add_argument("--len", dest="supplements", action="append", type=_supplement, default=[],
-                    metavar="G=n", help="a group-length supplement, e.g. --len W=2 (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="contractions",
+        description="grouped-einsum: an einsum whose UPPERCASE letters are groups of zero or "
+                    "more axes. Explain a call, run the demo, or lint and scan call sites.")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {__version__} (distribution grouped-einsum)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("demo", help="a short guided tour: contract, solve, explain, an error",
+                   description="A short guided tour of the library; every printed claim is "
+                               "checked against np.einsum (exit status 1 if one fails).")
+    ex = sub.add_parser("explain", help="report how a grouped string is solved, expanded and planned",
+                        description="Report how a grouped subscripts string is solved, expanded and\n"
+                                    "planned for the given operand shapes, without running it.",
+                        epilog=EXPLAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("subscripts", help="the grouped subscripts string, e.g. 'WCa,Caib,WCi->WCb'")
+    ex.add_argument("shapes", nargs="*", type=_shape, metavar="SHAPE", help=_SHAPE_HELP)
+    ex.add_argument("--len", dest="supplements", action=_Supplements, default={}, metavar="G=n",
+                    help="a group-length supplement, e.g. --len W=2 (repeatable, once per group)")
     from .lint import add_commands
 
     add_commands(sub)  # check, scan
@@ -76,18 +119,84 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_demo()
     if args.command == "explain":
-        from .api import explain
-
-        try:
-            print(explain(args.subscripts, *args.shapes,
-                          **{f"len_{g}": n for g, n in args.supplements}))
-        except (ContractionError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        return 0
+        return _explain(args.subscripts, args.shapes, args.supplements)
     from .lint import run_command
 
     return run_command(args)  # check, scan
+
+
+def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[str, int]) -> int:
+    """Print the report; exit status 0 (printed), 1 (needs a --len), 2 (invalid call)."""
+    from .api import explain
+    from .solver import identifiability
+
+    kwargs: dict[str, Any] = {f"len_{g}": n for g, n in given.items()}
+    try:
+        info = identifiability(subscripts, sorted(given))
+        if not shapes:
+            print(_string_report(subscripts, info, given))
+            return 1 if info.needs_supplement else 0
+        print(explain(subscripts, *shapes, **kwargs))
+        return 0
+    except UnderdeterminedError:
+        print(_string_report(subscripts, info, given, shapes))
+        return 1
+    except (ContractionError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _string_report(subscripts: str, info: Any, given: dict[str, int],
+                   shapes: Sequence[tuple[int, ...] | int] = ()) -> str:
+    """What the string decides by itself and, when it needs more, which --len to pass."""
+    pinned = "".join(f" --len {g}={n}" for g, n in sorted(given.items()))
+    lines = [f"subscripts      {subscripts!r}",
+             f"identifiability {info.describe()}" + (f" (with{pinned})" if pinned else ""),
+             "co-travelling   " + ("; ".join("".join(r) + " (only the total matters)"
+                                             for r in info.runs if len(r) > 1) or "none")]
+    if not info.needs_supplement:
+        lines.append("pass one SHAPE per operand to see the expansion, the path and its cost")
+        return "\n".join(lines)
+    lines.append("the string alone cannot decide this, whatever the shapes: every call with it "
+                 "needs the same supplement")
+    # Either one of the candidates alone completes the solve, or a whole completing set is needed.
+    options = [(g,) for g in info.candidates] or [tuple(info.completion)]
+    lines.append("pass one of:" if len(options) > 1 else "pass:")
+    for groups in options:
+        flags = " ".join(f"--len {g}=<n>" for g in groups)
+        fits = _fitting_values(subscripts, shapes, given, groups) if shapes else None
+        if fits is None:
+            lines.append(f"  {flags}")
+        elif fits:
+            shown = ", ".join(" ".join(f"--len {g}={n}" for g, n in zip(groups, values))
+                              for values in fits[:SHOWN_FITS])
+            more = f", ... ({len(fits)} in all)" if len(fits) > SHOWN_FITS else ""
+            lines.append(f"  {flags}   these shapes allow: {shown}{more}")
+        else:
+            lines.append(f"  {flags}   (no value fits these shapes: check the operands' order "
+                         "and ndims)")
+    keywords = ", ".join(f"len_{g}=<n>" for g in options[0])
+    lines.append(f"in Python the supplement is a keyword ({keywords}), with n computed from data "
+                 "the caller has, never a guessed literal")
+    return "\n".join(lines)
+
+
+def _fitting_values(subscripts: str, shapes: Sequence[tuple[int, ...] | int], given: dict[str, int],
+                    groups: tuple[str, ...], limit: int = 4096) -> list[tuple[int, ...]]:
+    """Every assignment of lengths to ``groups`` under which the call solves and plans."""
+    from .api import explain
+
+    top = max((s if isinstance(s, int) else len(s)) for s in shapes)
+    space = list(itertools.islice(itertools.product(range(top + 1), repeat=len(groups)), limit))
+    fits = []
+    for values in space:
+        kwargs: dict[str, Any] = {f"len_{g}": n for g, n in {**given, **dict(zip(groups, values))}.items()}
+        try:
+            explain(subscripts, *shapes, **kwargs)
+        except (ContractionError, TypeError):
+            continue
+        fits.append(values)
+    return fits
 
 
 if __name__ == "__main__":  # pragma: no cover

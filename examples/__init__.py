@@ -13,8 +13,11 @@ Each module is numerical code written the way a user of the library writes it, b
 Stacking letters follow the house convention: ``W`` is the probe/sample stack, ``K`` the tangent
 stack, ``C`` the core/frame stack, in that order (frame-inner), each a group of zero or more axes.
 All functions take numpy arrays or JAX arrays.
+
+Each module also runs on its own and checks itself: ``python -m examples.tensor_train`` (likewise
+for every module here; ``sharded_data_parallel`` needs JAX).
 """
 
-from examples import attention, forms, jvp, tensor_train, transfer, tucker
-
+# The modules are not imported here: `python -m examples.NAME` must find NAME not yet imported.
+# `from examples import tensor_train` (or `import *`, through __all__) imports on demand.
 __all__ = ["attention", "forms", "jvp", "tensor_train", "transfer", "tucker"]

@@ -21,3 +21,12 @@ def namespace(*arrays):
 
         return jnp
     return np
+
+
+if __name__ == "__main__":
+    # python -m examples._arrays: run this module's docstring example.
+    import doctest
+
+    failed = doctest.testmod().failed
+    print("namespace(): numpy arrays get numpy" if not failed else "namespace(): FAILED")
+    sys.exit(1 if failed else 0)

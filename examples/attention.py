@@ -101,3 +101,23 @@ def head_average(weights, head_ndim):
     """
     n_heads = math.prod(weights.shape[weights.ndim - 2 - head_ndim : weights.ndim - 2])
     return contract("BHqk->Bqk", weights, len_H=head_ndim) / n_heads
+
+
+if __name__ == "__main__":
+    # python -m examples.attention: two batch axes and two head axes, checked against
+    # np.einsum on hand-expanded strings.
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 2, 2, 5, 4)) for _ in range(3))  # B=(2,3), H=(2,2)
+    out, weights = attention(q, k, v)
+    scores = np.einsum("bcghqd,bcghkd->bcghqk", q, k) / math.sqrt(4)
+    expected = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    expected /= expected.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(weights, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out, np.einsum("bcghqk,bcghkd->bcghqd", expected, v),
+                               rtol=1e-12, atol=1e-12)
+    print(f"attention: batch (2, 3) x heads (2, 2), output {out.shape}: matches np.einsum")
+    avg = head_average(weights, head_ndim=2)
+    np.testing.assert_allclose(avg, expected.mean(axis=(2, 3)), rtol=1e-12, atol=1e-12)
+    print(f"head_average over 2 head axes, shape {avg.shape}: matches a mean over those axes")

@@ -107,3 +107,19 @@ def precondition_sample_gradients(diag, grads):
     grads: ``V + W + (p,)`` (block-major, as accumulated)  ->  ``W + V + (p,)``.
     """
     return contract("Vo,VWo->WVo", diag, grads)
+
+
+if __name__ == "__main__":
+    # python -m examples.forms: batch groups of two axes, checked against np.einsum.
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x, a, y = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 5))
+    got = batched_bilinear(x, a, y)
+    np.testing.assert_allclose(got, np.einsum("bci,bcij,bcj->bc", x, a, y), rtol=1e-12)
+    print(f"batched_bilinear over a (2, 3) batch: {got.shape}, matches np.einsum")
+    samples, weights = rng.standard_normal((2, 6, 7, 3)), rng.random((2, 6, 7))  # N = (6, 7)
+    cov = weighted_covariance(samples, weights, sample_ndim=2)
+    np.testing.assert_allclose(cov, np.einsum("bnmi,bnm,bnmj->bij", samples, weights, samples),
+                               rtol=1e-12)
+    print(f"weighted_covariance over 2 sample axes: {cov.shape}, matches np.einsum")

@@ -305,3 +305,25 @@ def tt_probe_per_member_adjoint(cores, probes, residuals):
         contract("WCa,WCi,WCb,WC->Caib", L, z, R, residuals, len_W=w_ndim)
         for L, z, R in zip(left, probes, right)
     ]
+
+
+if __name__ == "__main__":
+    # python -m examples.tensor_train: a (2, 2) stack of 3-site TTs densified and probed by
+    # a (3,) stack of rank-one probes, against reshape-and-matmul and np.einsum references.
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ranks, dims = (1, 2, 3, 1), (2, 3, 2)
+    cores = [rng.standard_normal((2, 2, ranks[k], dims[k], ranks[k + 1])) for k in range(3)]
+    dense = tt_to_dense(cores)
+    for c in np.ndindex(2, 2):  # one TT at a time: a chain of matrix products
+        state = np.ones((1, 1))
+        for core in cores:
+            r, n, r_next = core[c].shape
+            state = (state @ core[c].reshape(r, n * r_next)).reshape(-1, r_next)
+        np.testing.assert_allclose(dense[c], state[:, 0].reshape(dims), rtol=1e-12, atol=1e-12)
+    probes = [rng.standard_normal((3, n)) for n in dims]
+    values = tt_probe(cores, probes)
+    np.testing.assert_allclose(values, np.einsum("cdijk,wi,wj,wk->wcd", dense, *probes),
+                               rtol=1e-10, atol=1e-12)
+    print(f"tt_to_dense {dense.shape} and tt_probe {values.shape}: match the references")

@@ -140,3 +140,21 @@ def tucker_inner(core_x, factors_x, core_y, factors_y):
     """
     M1, M2, M3 = (contract("Cip,Dis->CDps", Ux.conj(), Uy) for Ux, Uy in zip(factors_x, factors_y))
     return contract("Cpqr,CDps,CDqt,CDru,Dstu->CD", core_x.conj(), M1, M2, M3, core_y)
+
+
+if __name__ == "__main__":
+    # python -m examples.tucker: a (2, 2) stack of Tucker tensors densified and probed,
+    # against np.einsum on hand-expanded strings.
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    core = rng.standard_normal((2, 2, 2, 3, 2))                          # C = (2, 2), ranks (2, 3, 2)
+    factors = [rng.standard_normal((2, 2, n, r)) for n, r in ((4, 2), (5, 3), (3, 2))]
+    dense = tucker_to_dense(core, factors)
+    expected = np.einsum("cdpqr,cdip,cdjq,cdkr->cdijk", core, *factors)
+    np.testing.assert_allclose(dense, expected, rtol=1e-12, atol=1e-12)
+    probes = [rng.standard_normal((3, n)) for n in (4, 5, 3)]          # W = (3,)
+    values = tucker_probe(core, factors, probes)
+    np.testing.assert_allclose(values, np.einsum("cdijk,wi,wj,wk->wcd", expected, *probes),
+                               rtol=1e-10, atol=1e-12)
+    print(f"tucker_to_dense {dense.shape} and tucker_probe {values.shape}: match np.einsum")

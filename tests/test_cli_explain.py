@@ -1,11 +1,15 @@
-"""The console script's `explain` and `demo` (check/scan are tested with the harness)."""
+"""The console script's `explain`, `demo` and top-level options (check/scan are tested with the
+harness)."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from contractions.cli import main
+from contractions import __version__, identifiability
+from contractions.cli import _shape, main
 
 
 def test_explain_reports_groups_expansion_path_and_flops(capsys):
@@ -26,15 +30,116 @@ def test_explain_with_supplement_and_co_travel(capsys):
     assert "WK (only the total matters)" in capsys.readouterr().out
 
 
-def test_explain_error_goes_to_stderr_with_exit_2(capsys):
-    assert main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4"]) == 2
+def test_invalid_call_goes_to_stderr_with_exit_2(capsys):
+    assert main(["explain", "Wa,Wa->W", "2x3x4", "3x2x4"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "size mismatch in 'Wa,Wa->W'" in err and "SizeMismatchError" not in err
+    assert main(["explain", "Wa...->W", "3"]) == 2
+    assert "'...'" in capsys.readouterr().err
+    assert main(["explain", "Wa->a", "3x2", "--len", "K=1"]) == 2
+    assert "group 'K' does not appear" in capsys.readouterr().err
+
+
+def test_underdetermined_call_prints_the_report_and_what_to_pass_with_exit_1(capsys):
+    assert main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4"]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert f"identifiability {identifiability('WCo,WCa->Cao').describe()}\n" in out
+    assert "whatever the shapes" in out
+    assert "--len W=<n>   these shapes allow: --len W=0, --len W=1, --len W=2" in out
+    assert "--len C=<n>   these shapes allow: --len C=0, --len C=1, --len C=2" in out
+    assert "len_W=<n>" in out
+    # following the advice gives the full report
+    assert main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4", "--len", "W=2"]) == 0
+    assert "W: 2 axes -> AB extents (3, 2)" in capsys.readouterr().out
+
+
+def test_underdetermined_call_needing_several_supplements_lists_a_completing_set(capsys):
+    shapes = ["3x2x5", "3x2x4", "2x2x2x3", "2x2x2x4"]
+    assert main(["explain", "WCo,WCa,KLi,KLj->CaoLij", *shapes]) == 1
+    out = capsys.readouterr().out
+    assert f"identifiability {identifiability('WCo,WCa,KLi,KLj->CaoLij').describe()}\n" in out
+    assert "--len W=<n> --len K=<n>   these shapes allow: --len W=0 --len K=0," in out
+    assert "... (12 in all)" in out
+    assert main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4x5"]) == 1
+    assert "no value fits these shapes" in capsys.readouterr().out
+
+
+def test_the_string_alone_reports_identifiability(capsys):
+    assert main(["explain", "WCo,WCa->Cao"]) == 1
+    out = capsys.readouterr().out
+    assert f"identifiability {identifiability('WCo,WCa->Cao').describe()}\n" in out
+    assert "--len W=<n>" in out and "--len C=<n>" in out
+    assert "these shapes allow" not in out
+    assert main(["explain", "WCo,WCa->Cao", "--len", "C=1"]) == 0
+    assert "identifiability determined (with --len C=1)" in capsys.readouterr().out
+    assert main(["explain", "WKCi,Cio->WKCo"]) == 0
+    out = capsys.readouterr().out
+    assert "identifiability determined" in out and "WK (only the total matters)" in out
+
+
+@pytest.mark.parametrize("text,shape", [
+    ("4x2x3", (4, 2, 3)), ("7", (7,)), ("0x1", (0, 1)), ("()", ()), ("scalar", ()), ("#3", 3),
+    ("#0", 0)])
+def test_shape_syntax(text, shape):
+    assert _shape(text) == shape
+
+
+@pytest.mark.parametrize("text", [
+    "3xx4", "x4", "4x", "x", "", "-3", "3x-4", "+3", "2.5", "4xq", "4,2", " 4", "4 x 2", "#",
+    "#-1", "#2x3", "\u0663", "1_0", "4X2"])
+def test_bad_shape_is_a_usage_error(text, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["explain", "Wa->W", text])
+    assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "UnderdeterminedError" not in err and "len_W" in err
+    assert "contractions explain: error: argument SHAPE: bad shape" in err and repr(text) in err
 
 
-def test_bad_shape_argument_is_a_usage_error():
-    with pytest.raises(SystemExit):
-        main(["explain", "Wa->W", "4xq"])
+@pytest.mark.parametrize("flags,message", [
+    (["--len", "W=1", "--len", "W=2"], "group W given twice (--len W=1 and --len W=2)"),
+    (["--len", "W=1", "--len", "len_W=1"], "group W given twice"),
+    (["--len", "W=-1"], "bad value 'W=-1'"),
+    (["--len", "W=x"], "bad value 'W=x'"),
+    (["--len", "w=1"], "bad value 'w=1'"),
+    (["--len", "WC=1"], "bad value 'WC=1'"),
+    (["--len", "W"], "bad value 'W'"),
+])
+def test_bad_or_repeated_supplement_is_a_usage_error(flags, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4", *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "contractions explain: error: argument --len:" in err and message in err
+
+
+def test_len_prefix_is_accepted(capsys):
+    assert main(["explain", "WCo,WCa->Cao", "3x2x5", "3x2x4", "--len", "len_W=1"]) == 0
+    assert "determined with len_W=1" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"contractions {__version__} (distribution grouped-einsum)"
+
+
+def test_package_and_distribution_versions_agree():
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    declared = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
+    assert declared is not None and declared[1] == __version__
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["explain"], ["check"], ["scan"]])
+def test_help_has_no_markup_leftovers(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: contractions")
+    for markup in ("`", "**", ":func:", ":class:", ":mod:", ":meth:", ".. "):
+        assert markup not in out, f"{markup!r} in `contractions {' '.join(command)} --help`"
 
 
 def test_python_dash_m_runs_the_demo_and_it_checks_itself():

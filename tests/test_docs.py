@@ -33,7 +33,7 @@ NO_RUN_MARKER = "<!-- no-run -->"
 PYTHON_INFO_STRINGS = frozenset({"python", "py", "pycon"})
 CONTRIBUTOR_NOTES = ("dev/internals.md", "dev/decisions.md")
 DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-OPTIONAL_FRAMEWORKS = ("jax", "torch")
+OPTIONAL_FRAMEWORKS = ("jax", "torch", "dask", "distributed", "array_api_strict")
 ENGINE_MODULES = (
     "contractions",
     "contractions.parser",
@@ -393,7 +393,7 @@ def test_names_are_read_statement_by_statement() -> None:
     assert free == {"c", "r", "s", "v"}
 
 
-@pytest.mark.parametrize("hidden", ["torch", "jax"])
+@pytest.mark.parametrize("hidden", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
 def test_docs_skip_rather_than_fail_when_a_framework_is_hidden(hidden: str) -> None:
     """With one framework made unimportable, every page passes or skips with a reason naming it."""
     if _absent("jax" if hidden == "torch" else "torch"):

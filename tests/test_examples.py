@@ -8,6 +8,10 @@ empty groups, single-axis groups, multi-axis groups and size-1 axes.
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -985,3 +989,35 @@ def test_examples_run_on_jax_arrays(rng):
     np.testing.assert_allclose(
         np.asarray(got), attention.attention(q, k, v)[0], rtol=1e-4, atol=1e-5
     )
+
+
+# =========================================================================== python -m examples.NAME
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLE_MODULES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if p.stem != "__init__")
+# Optional libraries an example may import; without them its run is skipped, not failed.
+OPTIONAL_IMPORTS = ("jax", "torch", "dask", "distributed", "psutil")
+
+
+def test_every_example_module_is_listed():
+    assert {"attention", "forms", "jvp", "tensor_train", "transfer", "tucker"} <= set(EXAMPLE_MODULES)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_MODULES)
+def test_example_runs_as_a_module_and_checks_itself(name):
+    """`python -m examples.NAME` runs the module's own self-check and exits 0."""
+    source = (EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8")
+    assert re.search(r'^if __name__ == "__main__":', source, re.MULTILINE), (
+        f"examples/{name}.py has no __main__ block")
+    optional = [lib for lib in OPTIONAL_IMPORTS
+                if re.search(rf"^\s*(?:import|from)\s+{lib}\b", source, re.MULTILINE)]
+    for lib in optional:
+        pytest.importorskip(lib)
+    result = subprocess.run([sys.executable, "-m", f"examples.{name}"], cwd=EXAMPLES_DIR.parent,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip(), f"python -m examples.{name} printed nothing"
+    assert "FAILED" not in result.stdout
+    # runpy warns when the package imported the module before running it as __main__
+    assert "found in sys.modules" not in result.stderr, result.stderr
+    if not optional:  # frameworks may log notes to stderr; plain numpy examples are quiet
+        assert result.stderr == "", result.stderr
