@@ -33,7 +33,7 @@ NAIVE_EINSUM_MAX_ITERATIONS = 5e7
 
 # np.einsum(optimize='greedy') plans with a memory limit (the largest input); when every pairwise
 # intermediate would exceed it, the rest of the contraction falls back to ONE nested loop (the
-# failure mode issue 4 names).  np.einsum_path's "Optimized FLOP count" predicts it: at 1.6e10 a
+# failure mode the mid-size goals watch for).  np.einsum_path's "Optimized FLOP count" predicts it: at 1.6e10 a
 # mid-size call took 55 s.  Past this count the greedy-based contenders (greedy, flatten) are
 # skipped with the prediction quoted; below it they are timed.
 GREEDY_MAX_FLOPS = 3e8
