@@ -1,8 +1,8 @@
 """The numpy benchmark: ``contract`` against its peers over the repo's vocabulary, in one run.
 
-    python bench/run.py                  # full run (~8-10 min on 2 cores); rewrites docs/benchmarks.md,
-                                         # docs/benchmarks.png, docs/benchmarks_roofline.png and
-                                         # bench/results/latest.json
+    python bench/run.py                  # full run (~10-15 min on 2 cores); rewrites docs/benchmarks.md,
+                                         # docs/benchmarks.png, docs/benchmarks_roofline.png,
+                                         # docs/benchmarks_memory.png and bench/results/latest.json
     python bench/run.py --quick          # a 12-string smoke run; writes nothing under docs/
     python bench/run.py --report-only    # re-render docs from bench/results/latest.json (e.g. after
                                          # editing bench/analysis.md); measures nothing
@@ -15,7 +15,12 @@ What it does (docs/benchmarks.md repeats this next to the numbers):
    opt_einsum's result, and times all contenders warm, interleaved, median of repeated batches
    (bench/timing.py); tiny and mid are measured in two passes at different times and each
    contender keeps its better pass (a shared machine has slow episodes that hit one pass);
-4. computes ratios inside the run, evaluates the goals (docs/benchmarks.md, "Goals"), writes the report and plots.
+   a peer whose result is a view of an input is timed with ``.copy()`` (``contract``'s results
+   never alias); a contender whose first call may take seconds runs it in a forked child first
+   and is recorded as timed out past peers.CALL_CAP_SECONDS;
+4. measures, for mid and large, every contender's peak extra memory in one more untimed call
+   (tracemalloc; bench/memory.py);
+5. computes ratios inside the run, evaluates the goals (docs/benchmarks.md, "Goals"), writes the report and plots.
 
 BLAS threading is left at its default (OpenBLAS uses both cores for large products); the report
 records the BLAS build and thread settings.
@@ -45,6 +50,7 @@ import opt_einsum  # noqa: E402
 import peers  # noqa: E402
 import roofline  # noqa: E402
 import timing  # noqa: E402
+from memory import peak_extra_bytes, traced_call  # noqa: E402
 from vocabulary import Case, make_case, vocabulary  # noqa: E402
 
 import contractions  # noqa: E402
@@ -53,6 +59,9 @@ SIZES = ("tiny", "mid", "large")
 # per size: (seconds per timed batch, batches per pass, passes)
 SCHEDULE = {"tiny": (0.004, 7, 2), "mid": (0.012, 5, 2), "large": (0.04, 3, 1)}
 SLOW_CALL_SECONDS = 0.1  # a contender slower than this per call is timed with fewer batches
+MEMORY_SIZES = ("mid", "large")  # sizes whose peak extra memory is measured (tiny: meaningless)
+# (subscripts, size, method) -> reason, for contenders that ran past the cap: not re-run next pass
+_TIMED_OUT: dict[tuple[str, str, str], str] = {}
 
 
 @dataclass
@@ -67,15 +76,18 @@ class Row:
     flops: float = 0.0
     nbytes: float = 0.0
     error: str = ""
+    memory: dict = field(default_factory=dict)  # method -> peak extra bytes of one call
+    largest_bytes: int = 0  # largest operand or result
+    notes: dict = field(default_factory=dict)  # method -> how it was timed, when not plainly
 
-    def best_peer(self, names=peers.NUMPY_PEERS) -> tuple[str, float] | None:
+    def best_peer(self, names=peers.PEERS) -> tuple[str, float] | None:
         timed = [(self.seconds[n], n) for n in names if n in self.seconds]
         if not timed:
             return None
         seconds, name = min(timed)
         return name, seconds
 
-    def speedup(self, names=peers.NUMPY_PEERS) -> float | None:
+    def speedup(self, names=peers.PEERS) -> float | None:
         best = self.best_peer(names)
         if best is None or "contract" not in self.seconds:
             return None
@@ -87,7 +99,7 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def measure_case(case: Case, batch_seconds: float, repeats: int) -> Row:
+def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory: bool = True) -> Row:
     row = Row(case.subscripts, case.size, [list(s) for s in case.shapes], case.expanded)
     arrays = case.arrays()
     methods = peers.build_methods(case)
@@ -101,39 +113,76 @@ def measure_case(case: Case, batch_seconds: float, repeats: int) -> Row:
         row.error = f"{type(exc).__name__}: {exc}"
         return row
     expression = contractions.contract_expression(
-        case.subscripts, *case.shapes, **{f"len_{g}": n for g, n in case.supplements})
+        case.subscripts, *case.shapes, **{f"len_{g}": n for g, n in case.supplements}
+    )
     row.strategy = expression.schedule.strategy
     row.flops, row.nbytes = roofline.contraction_cost(case.expanded, case.shapes)
+    row.largest_bytes = max(a.nbytes for a in [*arrays, got])
     funcs = {}
+    capped: dict[str, float] = {}  # method -> seconds of its first call (in the forked child)
     for name, method in methods.items():
+        key = (case.subscripts, case.size, name)
         if isinstance(method, peers.Skip):
             row.skipped[name] = method.reason
+        elif key in _TIMED_OUT:
+            row.skipped[name] = _TIMED_OUT[key]
+        elif isinstance(method, peers.Capped):
+            try:
+                seconds = timing.seconds_within_cap(lambda m=method.func: m(*arrays), peers.CALL_CAP_SECONDS)
+            except RuntimeError:  # it raised in the child: the first call below reports why
+                funcs[name] = lambda m=method.func: m(*arrays)
+                continue
+            if seconds is None:
+                reason = f"timed out: one call > {peers.CALL_CAP_SECONDS:g} s ({method.prediction})"
+                _TIMED_OUT[key] = row.skipped[name] = reason
+                continue
+            capped[name] = seconds
+            funcs[name] = lambda m=method.func: m(*arrays)
         else:
             funcs[name] = lambda m=method: m(*arrays)
     # the bare compiled schedule: contract minus the engine's per-call work (overhead measurement)
     execute = expression.compiled("numpy")
     funcs["program"] = lambda: execute(*arrays)
+    measure_memory = measure_memory and case.size in MEMORY_SIZES
     fast = {}
     slow = {}
     for name, func in funcs.items():
+        traced = measure_memory and name != "program"
         start = time.perf_counter()
         try:
-            func()
+            # the first call, untimed (it only sorts fast from slow); traced where memory is measured
+            result, extra = traced_call(func) if traced else (func(), 0)
         except Exception as exc:  # a peer that cannot express the string is reported as skipped
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             row.skipped[name] = f"raised {type(exc).__name__}: {first_line}"
             continue
-        (slow if time.perf_counter() - start > SLOW_CALL_SECONDS else fast)[name] = func
+        first = time.perf_counter() - start
+        if name not in ("contract", "program") and _aliases(result, arrays):
+            # contract's result never aliases an input (it copies); compare like with like
+            func = lambda f=func: f().copy()  # noqa: E731
+            row.notes[name] = "returns a view of its input; timed with .copy()"
+        elif traced and first > SLOW_CALL_SECONDS:  # a slow call: this untimed one gives its memory
+            row.memory[name] = extra
+        del result
+        (slow if first > SLOW_CALL_SECONDS else fast)[name] = func
     if fast:
         row.seconds.update(timing.interleaved_medians(fast, repeats, batch_seconds))
-    for name, func in slow.items():  # one call per batch, two batches
-        samples = []
-        for _ in range(2):
+    for name, func in slow.items():  # one call per batch, two batches (the child's call is one)
+        samples = [capped[name]] if name in capped else []
+        while len(samples) < 2:
             start = time.perf_counter()
             func()
             samples.append(time.perf_counter() - start)
         row.seconds[name] = statistics.median(samples)
+    if measure_memory:  # the rest: one more untimed call each, warm, after the timed ones
+        for name, func in {**fast, **slow}.items():
+            if name != "program" and name not in row.memory:
+                row.memory[name] = peak_extra_bytes(func)[0]
     return row
+
+
+def _aliases(result, arrays) -> bool:
+    return isinstance(result, np.ndarray) and any(np.may_share_memory(result, a) for a in arrays)
 
 
 def run_size(size: str, strings: list[str], log) -> list[Row]:
@@ -144,14 +193,16 @@ def run_size(size: str, strings: list[str], log) -> list[Row]:
     for pass_index in range(passes):
         pass_rows = []
         for case in cases:
-            row = measure_case(case, batch_seconds, repeats)
+            row = measure_case(case, batch_seconds, repeats, measure_memory=pass_index == 0)
             pass_rows.append(row)
             speed = row.speedup()
+            best = row.best_peer()
             log(
                 f"[{size} pass {pass_index + 1}/{passes}] {case.subscripts:34s} "
                 + (
                     row.error
-                    or f"contract {row.seconds.get('contract', float('nan')) * 1e6:10.1f} us  x{speed:.2f}"
+                    or f"contract {row.seconds.get('contract', float('nan')) * 1e6:10.1f} us  "
+                    f"x{speed if speed is not None else float('nan'):.2f} vs {best[0] if best else '-'}"
                 )
             )
         per_pass.append(pass_rows)
@@ -176,6 +227,7 @@ def environment() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "opt_einsum": opt_einsum.__version__,
+        "cotengra": _version("cotengra"),
         "einx": _version("einx"),
         "contractions": contractions.__version__,
         "machine": platform.machine(),
@@ -242,10 +294,17 @@ def main(argv=None) -> int:
     }
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "latest.json").write_text(json.dumps(raw, indent=1))
-    report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png")
+    report.plot(
+        results,
+        roof,
+        out_dir / "benchmarks.png",
+        out_dir / "benchmarks_roofline.png",
+        out_dir / "benchmarks_memory.png",
+    )
     (out_dir / "benchmarks.md").write_text(report.markdown(results, roof, env, summary, elapsed))
     log(
-        f"wrote {out_dir / 'benchmarks.md'}, benchmarks.png, benchmarks_roofline.png, bench/results/latest.json"
+        f"wrote {out_dir / 'benchmarks.md'}, benchmarks.png, benchmarks_roofline.png, benchmarks_memory.png, "
+        "bench/results/latest.json"
     )
     return 0
 
@@ -260,7 +319,13 @@ def render_saved() -> int:
     for line in report.summary_lines(summary):
         print(line)
     out_dir = REPO / "docs"
-    report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png")
+    report.plot(
+        results,
+        roof,
+        out_dir / "benchmarks.png",
+        out_dir / "benchmarks_roofline.png",
+        out_dir / "benchmarks_memory.png",
+    )
     (out_dir / "benchmarks.md").write_text(
         report.markdown(results, roof, raw["environment"], summary, raw["elapsed_seconds"])
     )

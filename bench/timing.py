@@ -47,3 +47,45 @@ def interleaved_medians(
                 func()
             samples[name].append((perf() - start) / number)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def seconds_within_cap(func: Callable[[], object], cap: float) -> float | None:
+    """Seconds of one call of ``func`` run in a forked child, or None if it ran past ``cap``.
+
+    For a contender whose first call may take a minute (np.einsum's greedy path falling back to
+    one nested loop): the child is killed at the cap instead of being waited for, and the parent
+    process never runs the call.  The child sees the parent's arrays copy-on-write.
+    """
+    import os
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: time one call, report it, exit without running any cleanup
+        code = 1
+        try:
+            os.close(read_end)
+            start = time.perf_counter()
+            func()
+            os.write(write_end, repr(time.perf_counter() - start).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    deadline = time.perf_counter() + cap
+    status = None
+    while time.perf_counter() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.005)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        return None
+    message = os.read(read_end, 64).decode()
+    os.close(read_end)
+    if status != 0 or not message:
+        raise RuntimeError("the capped call raised in the child process")
+    return float(message)

@@ -1,0 +1,198 @@
+"""Re-fit the matmul time model's constants (contractions/matmul_model.py) on this machine.
+
+    python bench/refit_model.py            # ~700 stacks + copies + transposed products, 1-3 min
+    python bench/refit_model.py --quick    # ~150 stacks, well under a minute
+
+Prints the fitted values of NS_PER_MATMUL_CALL, NS_PER_MAC, NS_PER_MATRIX_ELEMENT,
+NS_PER_COPIED_ELEMENT and NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT, the fit's median error, and
+the same error for the constants currently in the source; it edits nothing (paste the printed
+lines into contractions/matmul_model.py by hand if you decide to adopt them).
+
+What is timed, as in the comment above the constants:
+- stacks of ``calls`` products (m x k) @ (k x n), ``np.matmul`` on C-contiguous stacks returning
+  a fresh result (what the numpy backend runs), with m, k, n drawn log-uniformly from 2..64 and
+  calls from 1..4096 (capped so an array stays under 2**22 elements and a stack under 2**27
+  multiply-adds); fitted by least squares on *relative* error to
+      time ~ calls * (NS_PER_MATMUL_CALL + NS_PER_MAC m k n + NS_PER_MATRIX_ELEMENT (m k + k n + m n));
+- gathering an operand into a new layout: ``np.ascontiguousarray`` of a transposed 4-d view into
+  a fresh array (2**14..2**22 elements: the sizes worth gathering, where the per-element cost,
+  including first-touch page faults, dominates the per-call one), time per element (least
+  squares through the origin, relative error): NS_PER_COPIED_ELEMENT;
+- the same stacks with a column-major (transposed) right factor, calls > 1: the time beyond the
+  plain stack's, per result element (least squares on relative error of the transposed stack's
+  time, predicted as the measured plain time plus the constant times calls * m * n):
+  NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT.
+
+Each point is the best of several batches of repeated calls (a shared machine only ever adds
+time), so re-run on a quiet machine; BLAS threading is left at its default, as in the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from contractions import matmul_model  # noqa: E402
+
+MAX_ELEMENTS = 1 << 22  # per array
+MAX_MACS = 1 << 27  # per stack
+
+
+def best_seconds(func, batch_seconds: float = 0.003, repeats: int = 5) -> float:
+    """Best (smallest) per-call time over ``repeats`` batches of about ``batch_seconds``."""
+    func()
+    start = time.perf_counter()
+    func()
+    one = max(time.perf_counter() - start, 1e-7)
+    number = max(1, min(10_000, int(batch_seconds / one)))
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            func()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def stack_grid(points: int, seed: int = 0) -> list[tuple[int, int, int, int]]:
+    """(calls, m, k, n), log-uniform, capped in memory and work, without duplicates."""
+    rng = np.random.default_rng(seed)
+    grid: dict[tuple[int, int, int, int], None] = {}
+    while len(grid) < points:
+        m, k, n = (int(round(math.exp(rng.uniform(math.log(2), math.log(64))))) for _ in range(3))
+        calls = int(round(math.exp(rng.uniform(0, math.log(4096)))))
+        biggest = max(m * k, k * n, m * n)
+        calls = max(1, min(calls, MAX_ELEMENTS // biggest, MAX_MACS // (m * k * n)))
+        grid[(calls, m, k, n)] = None
+    return list(grid)
+
+
+def time_stacks(grid, log) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features per point: calls * [1, mkn, mk+kn+mn], plain seconds, transposed-right seconds)."""
+    rng = np.random.default_rng(1)
+    features, plain, transposed = [], [], []
+    for index, (calls, m, k, n) in enumerate(grid):
+        a = rng.standard_normal((calls, m, k))
+        b = rng.standard_normal((calls, k, n))
+        bt = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)  # same values, column-major
+        plain.append(best_seconds(lambda a=a, b=b: np.matmul(a, b)))
+        transposed.append(best_seconds(lambda a=a, bt=bt: np.matmul(a, bt)) if calls > 1 else math.nan)
+        features.append([calls, calls * m * k * n, calls * (m * k + k * n + m * n)])
+        if (index + 1) % 100 == 0:
+            log(f"  {index + 1}/{len(grid)} stacks timed")
+    return np.array(features, dtype=float), np.array(plain), np.array(transposed)
+
+
+def time_copies(sizes) -> tuple[np.ndarray, np.ndarray]:
+    """(elements, seconds) for gathering a transposed 4-d view into a fresh C-ordered array."""
+    rng = np.random.default_rng(2)
+    elements, seconds = [], []
+    for size in sizes:
+        side = round(size**0.25)
+        shape = (side, side + 1, side, side + 2)
+        x = rng.standard_normal(shape).transpose(2, 0, 3, 1)
+        elements.append(x.size)
+        seconds.append(best_seconds(lambda x=x: np.ascontiguousarray(x)))
+    return np.array(elements, dtype=float), np.array(seconds)
+
+
+def relative_lstsq(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Coefficients (ns) minimising the sum of squared relative errors."""
+    ns = seconds * 1e9
+    weighted = features / ns[:, None]
+    coefficients, *_ = np.linalg.lstsq(weighted, np.ones_like(ns), rcond=None)
+    return coefficients
+
+
+def error_summary(predicted_ns: np.ndarray, seconds: np.ndarray) -> str:
+    error = predicted_ns / (seconds * 1e9) - 1.0
+    low, high = np.percentile(error, [5, 95])
+    return (
+        f"median |error| {np.median(np.abs(error)) * 100:.0f}%, "
+        f"90% of points within {low * 100:+.0f}%/{high * 100:+.0f}%"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller grid (~150 stacks)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    started = time.time()
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    points = 150 if args.quick else 700
+    grid = stack_grid(points, args.seed)
+    log(f"timing {len(grid)} matmul stacks (plain and with a column-major right factor) ...")
+    features, plain, transposed = time_stacks(grid, log)
+    call, mac, element = relative_lstsq(features, plain)
+
+    log("timing gathers (copies into a new layout) ...")
+    copy_sizes = [1 << p for p in range(14, 23, 2 if args.quick else 1)]
+    copied, copy_seconds = time_copies(copy_sizes)
+    (per_copied,) = relative_lstsq(copied[:, None], copy_seconds)
+
+    batched = ~np.isnan(transposed)
+    result_elements = np.array([c * m * n for c, m, _, n in grid], dtype=float)[batched]
+    t_plain, t_transposed = plain[batched] * 1e9, transposed[batched] * 1e9
+    x, d = result_elements / t_transposed, (t_transposed - t_plain) / t_transposed
+    per_transposed = float(np.sum(x * d) / np.sum(x * x))
+
+    current = (
+        matmul_model.NS_PER_MATMUL_CALL,
+        matmul_model.NS_PER_MAC,
+        matmul_model.NS_PER_MATRIX_ELEMENT,
+    )
+    fitted_ns = features @ np.array([call, mac, element])
+    current_ns = features @ np.array(current)
+    copy_fit_ns = per_copied * copied
+    copy_current_ns = matmul_model.NS_PER_COPIED_ELEMENT * copied
+
+    print()
+    print(
+        f"fitted on this machine ({len(grid)} stacks, {len(copied)} gathers, {time.time() - started:.0f} s):"
+    )
+    print(f"NS_PER_MATMUL_CALL = {call:.3g}")
+    print(f"NS_PER_MAC = {mac:.3g}")
+    print(f"NS_PER_MATRIX_ELEMENT = {element:.3g}")
+    print(f"NS_PER_COPIED_ELEMENT = {per_copied:.3g}")
+    print(f"NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = {per_transposed:.3g}")
+    print()
+    print(f"matmul stacks, fitted constants:  {error_summary(fitted_ns, plain)}")
+    print(
+        f"matmul stacks, source constants:  {error_summary(current_ns, plain)}  "
+        f"({', '.join(f'{v:g}' for v in current)})"
+    )
+    print(f"gathers, fitted constant:         {error_summary(copy_fit_ns, copy_seconds)}")
+    print(
+        f"gathers, source constant:         {error_summary(copy_current_ns, copy_seconds)}  "
+        f"({matmul_model.NS_PER_COPIED_ELEMENT:g})"
+    )
+    source_transposed = matmul_model.NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT
+    print(
+        "transposed right factor, fitted constant: "
+        + error_summary(t_plain + per_transposed * result_elements, t_transposed / 1e9)
+    )
+    print(
+        "transposed right factor, source constant: "
+        + error_summary(t_plain + source_transposed * result_elements, t_transposed / 1e9)
+        + f"  ({source_transposed:g}; both given the measured plain time)"
+    )
+    if min(call, mac, element, per_copied, per_transposed) < 0:
+        print("warning: a fitted constant is negative (noisy machine?): re-run when it is quiet")
+    print("nothing was edited; contractions/matmul_model.py holds the constants in use.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
