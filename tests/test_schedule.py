@@ -148,7 +148,7 @@ def test_a_path_optimizer_instance_is_called_and_obeyed():
 def test_cotengra_hyper_optimizer():
     ctg = pytest.importorskip("cotengra")
     problem = random_problem("Ka,KCab,Cbc,Kc->KC", (), seeded("ctg"), extents=(2, 3))
-    opt = ctg.HyperOptimizer(max_repeats=4, methods=["greedy"], progbar=False)
+    opt = ctg.HyperOptimizer(max_repeats=4, methods=["greedy"], progbar=False, parallel=False)
     got = contract("Ka,KCab,Cbc,Kc->KC", *problem.operands, optimize=opt)
     close(got, oracle(problem))
 
