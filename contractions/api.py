@@ -25,7 +25,7 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .errors import ContractionError, SizeMismatchError
+from .errors import ContractionError, SizeMismatchError, quoted
 from .expand import expand
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, make_schedule, normalise_optimize
@@ -280,7 +280,7 @@ def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out= must be a numpy array, not {type(out).__name__}")
     if out.shape != plan.output_shape:
-        raise SizeMismatchError(f"out= has shape {out.shape} but {plan.parsed.subscripts!r} gives "
+        raise SizeMismatchError(f"out= has shape {out.shape} but {quoted(plan.parsed.subscripts)} gives "
                                 f"{plan.output_shape} here")
     result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
               else np.result_type(*arrays))
@@ -357,7 +357,7 @@ class ContractExpression:
         shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
         if shapes != self.shapes:
             raise SizeMismatchError(
-                f"this expression for {self.subscripts!r} was built for operand shapes "
+                f"this expression for {quoted(self.subscripts)} was built for operand shapes "
                 f"{', '.join(map(str, self.shapes))} but was called with "
                 f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
                 "contract")

@@ -128,12 +128,8 @@ def _check_site(site: CallSite) -> list[str]:
     except ContractionError as exc:
         return [*messages, _first_line(exc)]
     if info.needs_supplement:
-        if info.candidates:
-            fix = "pass one of " + ", ".join(f"len_{g}=" for g in info.candidates)
-        else:
-            fix = f"pass {info.rank_deficit} more, e.g. " + ", ".join(
-                f"len_{g}=" for g in info.completion
-            )
+        # The solver's own wording: one of several single pins, or the smallest sets.
+        fix = info.describe().replace("needs", "pass", 1)
         undetermined = ", ".join(info.undetermined)
         messages.append(
             f"{s!r} needs a supplement the call does not pass: the string cannot decide the "

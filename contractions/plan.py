@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .errors import SizeMismatchError
+from .errors import SizeMismatchError, quoted
 from .expand import Expansion, expand
 from .parser import ParsedSubscripts
 from .solver import solve_call
@@ -66,7 +66,7 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
         for axis, (label, size) in enumerate(zip(labels, shape)):
             if label in within and shape[within[label]] != size:
                 raise SizeMismatchError(
-                    f"size mismatch in {s!r}: {_describe_axis(exp, label)} is repeated in operand {k} "
+                    f"size mismatch in {quoted(s)}: {_describe_axis(exp, label)} is repeated in operand {k} "
                     f"(term {parsed.inputs[k]!r}) with extents {shape[within[label]]} (axis "
                     f"{within[label]}) and {size} (axis {axis}); a diagonal needs equal extents."
                 )
@@ -78,7 +78,7 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
             elif extent[label] != size:
                 k0, axis0 = source[label]  # type: ignore[misc]
                 raise SizeMismatchError(
-                    f"size mismatch in {s!r}: {_describe_axis(exp, label)} has extent "
+                    f"size mismatch in {quoted(s)}: {_describe_axis(exp, label)} has extent "
                     f"{extent[label]} in operand {k0} (term {parsed.inputs[k0]!r}, axis {axis0}) but "
                     f"{size} in operand {k} (term {parsed.inputs[k]!r}, axis {axis}). Extents must "
                     "agree (or be 1 to broadcast); if a group's axes are in a different order in "

@@ -33,6 +33,7 @@ from opt_einsum import paths as _opt_paths
 from opt_einsum.helpers import flop_count as _flop_count
 
 from .errors import ContractionError
+from .expand import symbol_past_letters
 from .matmul_model import (
     NS_PER_COPIED_ELEMENT,
     MatmulLayout,
@@ -316,9 +317,8 @@ def _find_path(optimize: Any, terms: list[Labels], output: Labels,
 
 
 def _opt_symbol(label: int) -> str:
-    from opt_einsum import get_symbol
-
-    return get_symbol(label)
+    # opt_einsum's symbol order, past the surrogates that get_symbol would hand out
+    return EINSUM_LETTERS[label] if label < len(EINSUM_LETTERS) else symbol_past_letters(label)
 
 
 def _checked_path(path: tuple[tuple[int, ...], ...], n: int) -> tuple[tuple[int, ...], ...]:

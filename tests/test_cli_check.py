@@ -90,7 +90,7 @@ def test_findings_are_reported_at_path_and_line_with_exit_1(tmp_path: Path) -> N
     assert len(lines) == 3, lines
     missing, typo, malformed = lines
     assert missing.startswith(f"{path}:4: 'WCo,WCa->Cao' needs a supplement")
-    assert "len_W=" in missing and "len_C=" in missing
+    assert "pass one of len_W, len_C" in missing   # the solver's own describe() wording
     assert typo.startswith(f"{path}:7: len_w is passed but 'Wa,ab->Wb' has no such group")
     assert malformed.startswith(f"{path}:10: malformed subscripts 'W...a->Wa'")
 
@@ -164,7 +164,7 @@ def test_an_unparsable_or_undecodable_file_is_a_finding_and_the_run_goes_on(tmp_
     assert code == 1
     assert lines[:2] == [
         f"{broken}:4: 'WCo,WCa->Cao' needs a supplement the call does not pass: the string "
-        "cannot decide the lengths of W, C; pass one of len_W=, len_C=",
+        "cannot decide the lengths of W, C; pass one of len_W, len_C",
         f"{broken}:7: len_w is passed but 'Wa,ab->Wb' has no such group (its groups: W); "
         "remove it or fix the string",
     ]
@@ -374,3 +374,22 @@ def test_check_loads_neither_the_rest_of_the_harness_nor_pytest_nor_jax(tmp_path
                           timeout=120, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "1 ['contractions.testing', 'contractions.testing.scan']"
+
+
+def test_advice_for_several_free_groups_names_sets_as_the_solver_does(tmp_path):
+    from contractions import identifiability
+    from contractions.lint import run_check
+
+    source = tmp_path / "free.py"
+    source.write_text("from contractions import contract\n"
+                      "def f(x):\n"
+                      "    return contract('WKCDa->WKa', x)\n", encoding="utf-8")
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert run_check([str(source)]) == 1
+    advice = identifiability("WKCDa->WKa").describe().replace("needs", "pass", 1)
+    assert "2 supplements: {len_W, len_K} or {len_C, len_D}" in advice
+    assert advice in buffer.getvalue()

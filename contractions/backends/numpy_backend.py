@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ContractionError
+from ..errors import ContractionError, quoted
 from ..schedule import Schedule, describe_schedule, schedule_labels
 from .compile import ArrayOps, compile_schedule
 
@@ -154,7 +154,7 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
     """The numpy callable for ``schedule``; ``options.preferred_element_type`` casts first."""
     if len(schedule.output_shape) > MAX_NDIM:
         raise ContractionError(
-            f"{plan.expansion.subscripts!r} would give a result of {len(schedule.output_shape)} "
+            f"{quoted(plan.expansion.subscripts)} would give a result of {len(schedule.output_shape)} "
             f"axes, but numpy arrays hold at most {MAX_NDIM}; sum some groups away in the output, "
             "or run it on torch or JAX")
     run = compile_schedule(schedule, NUMPY_OPS)
