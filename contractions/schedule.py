@@ -23,6 +23,7 @@ be passed back as ``optimize=`` and is what the JAX backend hands to ``jnp.einsu
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -600,7 +601,8 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
 def _candidate_paths(terms: list[Labels], output: Labels,
                      extents: dict[int, int]) -> list[tuple[tuple[int, ...], ...]]:
     """Paths worth pricing with the time model: every pairwise order up to four operands
-    (the FLOP-optimal one among them), else opt_einsum's auto, greedy and dp paths."""
+    (the FLOP-optimal one among them), else opt_einsum's auto, greedy and dp paths and, when
+    it is installed, cotengra's."""
     n = len(terms)
     if n <= 4:
         return list(_all_pairwise_paths(n))
@@ -609,7 +611,27 @@ def _candidate_paths(terms: list[Labels], output: Labels,
         path = _find_path(name, terms, output, extents)
         if path not in found:
             found.append(path)
+    cotengra_path = _cotengra_path(terms, output, extents)
+    if cotengra_path is not None and cotengra_path not in found:
+        found.append(cotengra_path)
     return found
+
+
+def _cotengra_path(terms: list[Labels], output: Labels,
+                   extents: dict[int, int]) -> tuple[tuple[int, ...], ...] | None:
+    """cotengra's own 'auto' path when cotengra is installed (imported on first need, ~0.3 s);
+    None without it, or if it fails: it is one candidate among several, never required."""
+    if importlib.util.find_spec("cotengra") is None:
+        return None
+    try:
+        import cotengra
+
+        found = cotengra.array_contract_path(
+            [tuple(t) for t in terms], output=tuple(output),
+            size_dict={lab: extents[lab] for t in terms for lab in t}, optimize="auto")
+        return _checked_path(tuple(tuple(int(k) for k in step) for step in found), len(terms))
+    except Exception:  # a candidate source, never a dependency: any failure just drops it
+        return None
 
 
 def _all_pairwise_paths(n: int):

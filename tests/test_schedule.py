@@ -524,3 +524,30 @@ def test_default_limit_keeps_peak_within_the_largest_operand_or_result():
     largest = max(x.size, cores.size, z.size, 300 * 70)
     assert schedule.peak_extra <= largest
     close(contract("Wa,aib,Wi->Wb", x, cores, z), np.einsum("wa,aib,wi->wb", x, cores, z))
+
+
+# ------------------------------------------------------------------ time-model paths
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("WCa,Caib,WCi->WCb", [(40, 2, 30), (2, 30, 50, 60), (40, 2, 50)]),
+    ("Cpqr,Cip,Cjq,Ckr->Cijk", [(4, 16, 16, 16), (4, 16, 16), (4, 16, 16), (4, 16, 16)]),
+    ("Wa,ab,bc,cd,de,eW->W", [(30, 40), (40, 40), (40, 40), (40, 40), (40, 40), (40, 30)]),
+])
+def test_auto_is_the_fastest_modelled_of_the_flop_paths(subscripts, shapes):
+    chosen = contract_expression(subscripts, *shapes, memory_limit=None).schedule
+    for other in ("optimal", "greedy", "dp"):
+        rival = contract_expression(subscripts, *shapes, optimize=other, memory_limit=None).schedule
+        assert chosen.cost_ns <= rival.cost_ns * (1 + 1e-9), (other, rival.path, chosen.path)
+    ops = [seeded("auto", k).standard_normal(s) for k, s in enumerate(shapes)]
+    want = contract(subscripts, *ops, optimize="optimal")
+    close(contract(subscripts, *ops), want)
+
+
+def test_cotengra_is_one_of_the_candidates_when_installed():
+    pytest.importorskip("cotengra")
+    from contractions.schedule import _candidate_paths, _cotengra_path
+
+    terms = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)]
+    extents = {k: 8 for k in range(5)}
+    path = _cotengra_path(terms, (0,), extents)
+    assert path is not None and len(path) == 4
+    assert path in _candidate_paths(terms, (0,), extents)
