@@ -66,9 +66,42 @@ def _is_torch(op: Any) -> bool:
     return isinstance(op, sys.modules["torch"].Tensor)
 
 
+def _is_dask(op: Any) -> bool:
+    array = sys.modules.get("dask.array")  # no dask array exists before dask.array is imported
+    return array is not None and isinstance(op, array.Array)
+
+
+# What a namespace must offer for the Array API backend to run a schedule on it.
+_ARRAY_API_FUNCTIONS = ("asarray", "astype", "matmul", "multiply", "permute_dims", "reshape",
+                        "result_type", "sum")
+
+
+def _array_namespace(op: Any) -> Any:
+    """``op``'s Array API namespace, or None (no namespace, or it raised)."""
+    if not hasattr(type(op), "__array_namespace__"):
+        return None
+    try:
+        return op.__array_namespace__()
+    except Exception:
+        return None
+
+
+def _is_array_api(op: Any) -> bool:
+    # Asked after jax, torch and dask, so their arrays keep their dedicated backends.
+    namespace = _array_namespace(op)
+    if namespace is None or getattr(namespace, "__name__", "").partition(".")[0] == "numpy":
+        return False
+    linalg = getattr(namespace, "linalg", None)
+    return (all(callable(getattr(namespace, f, None)) for f in _ARRAY_API_FUNCTIONS)
+            and callable(getattr(linalg, "diagonal", None)))
+
+
 _REGISTRY: list[Backend] = [
     Backend("jax", "jax", _is_jax, "contractions.backends.jax_backend"),
     Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend"),
+    Backend("dask", "dask", _is_dask, "contractions.backends.dask_backend"),
+    # Any other library implementing the Array API standard (array-api-strict, CuPy, ...).
+    Backend("array_api", None, _is_array_api, "contractions.backends.array_api_backend"),
 ]
 _NUMPY = Backend("numpy", None, lambda op: isinstance(op, np.ndarray),
                  "contractions.backends.numpy_backend")
@@ -138,11 +171,13 @@ def backend_for(operands: Sequence[Any]) -> Backend:
     """The backend that runs a call on ``operands``.
 
     numpy arrays, Python scalars and nested lists go with any backend (numpy when alone).  An
-    operand that is lazy or lives on a device and that no backend owns (a dask or CuPy array,
-    anything with a non-numpy ``__array_namespace__``) is refused with `TypeError`, never
-    converted; so are operands of two different backends in one call.
+    operand that is lazy or lives on a device and that no backend owns (a dask collection that
+    is not a dask array, a namespace lacking a function the Array API backend needs) is refused
+    with `TypeError`, never converted; so are operands of two different libraries in one call
+    (two Array API libraries included), and the message names both.
     """
     found: Backend | None = None
+    first = 0
     for k, op in enumerate(operands):
         owner = _owner(op)
         if owner is None or owner is _NUMPY:
@@ -152,12 +187,24 @@ def backend_for(operands: Sequence[Any]) -> Backend:
                     f"backend runs and which is not converted to numpy behind your back (it may "
                     f"be lazy or on a device); supported: {_supported()}")
             continue
-        if found is not None and owner is not found:
+        if found is None:
+            found, first = owner, k
+        elif owner is not found or _library(op, owner) != _library(operands[first], found):
+            # Two Array API libraries share one backend: compare the libraries, not backends.
+            a, b = operands[first], op
             raise TypeError(
-                f"operands mix {found.name} and {owner.name} arrays (operand {k} is a "
-                f"{type(op).__qualname__}); convert them to one library first")
-        found = owner
+                f"operands mix {_library(a, found)} and {_library(b, owner)} arrays (operand "
+                f"{first} is a {type(a).__module__}.{type(a).__qualname__}, operand {k} a "
+                f"{type(b).__module__}.{type(b).__qualname__}); convert them to one library first")
     return found or _NUMPY
+
+
+def _library(op: Any, backend: Backend) -> str:
+    """The library an operand belongs to, as an error message names it."""
+    if backend.owns is _is_array_api:
+        namespace = _array_namespace(op)
+        return str(getattr(namespace, "__name__", type(op).__module__.partition(".")[0]))
+    return backend.name
 
 
 _MODULES: dict[str, Any] = {}
