@@ -414,7 +414,9 @@ def _shapes_or_ndims(items: Sequence[Any], verb: str
     for item in items:
         if isinstance(item, bool):
             raise TypeError(f"{verb}: an ndim must be an int, not bool ({item!r})")
-        is_ndim.append(not hasattr(item, "shape") and hasattr(item, "__index__"))
+        # numpy integers have a .shape (of a 0-d array) but are ndims, as Python ints are
+        is_ndim.append(isinstance(item, (int, np.integer))
+                       or (not hasattr(item, "shape") and hasattr(item, "__index__")))
     if items and all(is_ndim):
         ndims = tuple(operator.index(i) for i in items)
         if any(n < 0 for n in ndims):

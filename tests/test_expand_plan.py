@@ -82,3 +82,33 @@ def test_plan_zero_extent_does_not_broadcast_against_nonzero():
     with pytest.raises(SizeMismatchError, match="extent 3"):
         make_plan("Wa,Wa->W", ((3, 2), (0, 2)), ())
     assert make_plan("Wa,Wa->W", ((1, 2), (0, 2)), ()).output_shape == (0,)
+
+
+# ---- explain / expand_subscripts: strict shape and ndim arguments --------------------------
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from contractions import ContractionError, expand_subscripts, explain  # noqa: E402
+
+
+@pytest.mark.parametrize("verb", [explain, expand_subscripts])
+@pytest.mark.parametrize("args,error,message", [
+    (((4, -2, 3), (2, 3, 5, 6), (4, 2, 5)), ContractionError, "negative extent"),
+    (((4, 2.0, 3), (2, 3, 5, 6), (4, 2, 5)), TypeError, "non-integer extent"),
+    (((4, 2, 3), 4, (4, 2, 5)), TypeError, "not a mix"),
+    ((3, -1, 3), ContractionError, "ndims must be >= 0"),
+    ((True, 4, 3), TypeError, "not bool"),
+    (("4x2x3", (2, 3, 5, 6), (4, 2, 5)), TypeError, "must be a tuple of ints"),
+])
+def test_bad_shapes_and_ndims_are_refused(verb, args, error, message):
+    with pytest.raises(error, match=message):
+        verb("WCa,Caib,WCi->WCb", *args)
+
+
+@pytest.mark.parametrize("verb", [explain, expand_subscripts])
+def test_numpy_integers_are_ndims_like_python_ints(verb):
+    as_python = verb("WCa,Caib,WCi->WCb", 4, 5, 4)
+    assert verb("WCa,Caib,WCi->WCb", np.int64(4), np.int32(5), np.uint8(4)) == as_python
+    shapes = (np.int64(4), np.int64(2), 3)
+    assert verb("WCa,Caib,WCi->WCb", shapes, (2, 3, 5, 6), (4, 2, 5)) == \
+        verb("WCa,Caib,WCi->WCb", (4, 2, 3), (2, 3, 5, 6), (4, 2, 5))
