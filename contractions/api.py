@@ -164,8 +164,9 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto",
 
     UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters single
     axes.  Group lengths are solved from the operands' ndims; where the string cannot decide
-    them, pass ``len_<G>=n``.  numpy, JAX (arrays and tracers) and torch operands are
-    accepted; numpy mixed with JAX runs on JAX, numpy mixed with torch on torch.
+    them, pass ``len_<G>=n``.  numpy, JAX (arrays and tracers), torch, dask (lazy: the result
+    is a dask array) and Array API (CuPy, array-api-strict, ...) operands are accepted; numpy
+    operands mixed with one of the others run on that one (docs/backends.md).
 
     ``optimize`` chooses the pairwise order: an opt_einsum preset name (``'auto'``,
     ``'greedy'``, ``'optimal'``, ``'dp'``, ...), an explicit path such as ``[(1, 2), (0, 1)]``
@@ -248,7 +249,7 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
     supplements = normalise_supplements(len_groups)
-    shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
+    shapes = _shapes_of(arrays)
     optimize = normalise_optimize(optimize)
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
@@ -258,6 +259,18 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_out(out, backend, plan, arrays, options)
     np.copyto(out, run(*arrays), casting="safe")
     return out
+
+
+def _shapes_of(arrays: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
+    shapes = []
+    for k, a in enumerate(arrays):
+        try:
+            shapes.append(tuple(int(n) for n in a.shape))
+        except (TypeError, ValueError):
+            raise ContractionError(
+                f"operand {k} has an unknown shape {tuple(a.shape)!r} (a lazy array whose chunk "
+                "sizes are not known yet: for dask, call .compute_chunk_sizes() first)") from None
+    return tuple(shapes)
 
 
 def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
@@ -354,7 +367,7 @@ class ContractExpression:
                 return self._numpy(*operands)
         backend = backend_for(operands)
         arrays = _as_operands(operands, backend)
-        shapes = tuple(tuple(int(n) for n in a.shape) for a in arrays)
+        shapes = _shapes_of(arrays)
         if shapes != self.shapes:
             raise SizeMismatchError(
                 f"this expression for {quoted(self.subscripts)} was built for operand shapes "
@@ -514,7 +527,12 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         path += "  (not taken: one einsum call; pass it as optimize= to run pairwise)"
     lines.append(f"path            {path}")
     lines.append("schedule")
-    lines.extend("  " + line for line in module.describe(plan, schedule, _DEFAULT_OPTIONS))
+    described = module.describe(plan, schedule, _DEFAULT_OPTIONS)
+    if hasattr(module, "describe_operands") and shapes_or_operands and all(
+            hasattr(item, "shape") and not isinstance(item, np.ndarray) for item in shapes_or_operands[:1]):
+        # a backend whose work depends on the operands themselves (dask: their chunks)
+        described = module.describe_operands(plan, schedule, _DEFAULT_OPTIONS, shapes_or_operands)
+    lines.extend("  " + line for line in described)
     lines.append(f"FLOPs           {schedule.flops:,} (naive single einsum: {schedule.naive_flops:,})")
     if runs_steps:
         bound = ("no limit" if schedule.memory_limit is None

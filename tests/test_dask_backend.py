@@ -337,3 +337,23 @@ def test_out_of_core_example_at_small_size():
     assert report.max_error < 1e-10
     assert report.sampled_rows > 0 and report.peak_bytes > 0
     assert report.operand_bytes > report.chunk_bytes
+
+
+def test_explain_on_dask_operands_counts_blocks_and_tasks():
+    from contractions import explain
+
+    x = da.ones((8, 2, 6), chunks=(4, 2, 3))
+    cores = np.ones((2, 6, 5, 3))
+    z = da.ones((8, 2, 5), chunks=(4, 2, 5))
+    report = explain("WCa,Caib,WCi->WCb", x, cores, z)
+    assert "backend         dask" in report
+    assert "blocks: " in report and "tasks this call adds: " in report
+
+
+def test_unknown_chunk_sizes_say_what_to_do():
+    from contractions import ContractionError, contract
+
+    x = da.ones((6, 3), chunks=(3, 3))
+    x = x[x[:, 0] > 0]                      # a boolean mask: the row count is unknown
+    with pytest.raises(ContractionError, match="compute_chunk_sizes"):
+        contract("Wa,a->W", x, np.ones(3))

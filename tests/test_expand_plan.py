@@ -2,9 +2,17 @@
 
 import re
 
+import numpy as np
 import pytest
 
-from contractions import SizeMismatchError, expansion, make_plan
+from contractions import (
+    ContractionError,
+    SizeMismatchError,
+    expand_subscripts,
+    expansion,
+    explain,
+    make_plan,
+)
 
 
 def test_fresh_symbols_uppercase_first_letters_kept():
@@ -85,10 +93,6 @@ def test_plan_zero_extent_does_not_broadcast_against_nonzero():
 
 
 # ---- explain / expand_subscripts: strict shape and ndim arguments --------------------------
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from contractions import ContractionError, expand_subscripts, explain  # noqa: E402
 
 
 @pytest.mark.parametrize("verb", [explain, expand_subscripts])

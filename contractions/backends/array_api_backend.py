@@ -138,7 +138,7 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., Any]:
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``: the einsum-free schedule, step by step."""
-    name = plan.expansion.symbols.__getitem__
+    name = plan.expansion.readable_symbol
     return (["pairwise without einsum (the Array API standard has none), on the operands' "
              "namespace:"]
             + ["  " + line for line in describe_schedule(standard_schedule(plan, schedule), name)])

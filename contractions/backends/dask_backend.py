@@ -168,7 +168,7 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., Any]:
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain`` (block and task counts need the operands' chunks:
     `describe_operands`)."""
-    name = plan.expansion.symbols.__getitem__
+    name = plan.expansion.readable_symbol
     per_block = ("one einsum per block" if schedule.strategy == "direct"
                  else f"the pairwise path {[tuple(p) for p in schedule.path]} per block")
     lines = [
@@ -214,7 +214,7 @@ def summarise(plan: Any, schedule: Schedule, options: Any, operands: Sequence[An
             before |= _keys(op)
     prepared: set[Any] = set().union(*(_keys(a) for a in graph.unified)) if graph.unified else set()
     blocks = _keys(graph.blocks)
-    symbol = plan.expansion.symbols.__getitem__
+    symbol = plan.expansion.readable_symbol
     return GraphSummary(
         blocks=len(blocks - prepared), reduction=len(_keys(graph.result) - blocks),
         preparation=len(prepared - before),
