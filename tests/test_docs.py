@@ -417,3 +417,62 @@ def test_docs_skip_rather_than_fail_when_a_framework_is_hidden(hidden: str) -> N
     assert result.returncode == 0, out + result.stderr
     assert re.search(rf"SKIPPED .*docs/transforms\.md.* needs {hidden}, not installed", out), out
     assert " failed" not in out and " passed" in out, out
+
+
+# ---- what the documents cite and how they say to install ---------------------------------------
+MARKDOWN_FILES = ("README.md", "CLAUDE.md", "docs/*.md", "dev/*.md", "bench/*.md")
+CITING_FILES = (*MARKDOWN_FILES, "examples/*.py", "tests/*.py", "tests/*.txt", "bench/*.py",
+                "contractions/**/*.py")
+# Built from parts so that this file does not match itself.
+UNSHIPPED_CITATION = re.compile("\u00a7|\\b" + "SP" + r"EC\b(?!\s*=)|(?i:\bissue\s+#?\d+)")
+_LINK = re.compile(r"\]\(([^()\s]+)\)")
+
+
+def _files(patterns: tuple[str, ...]) -> list[Path]:
+    return sorted({p for pattern in patterns for p in ROOT.glob(pattern) if p.is_file()})
+
+
+def test_documents_cite_only_documents_that_ship() -> None:
+    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+            for path in _files(CITING_FILES)
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if UNSHIPPED_CITATION.search(line) and not line.lstrip().startswith(("SPEC =", "SPEC="))]
+    assert not hits, "cite docs/dialect.md, docs/solver.md, docs/harness.md, dev/decisions.md ...:\n" + (
+        "\n".join(hits))
+
+
+def test_relative_links_point_at_files_that_ship() -> None:
+    broken = []
+    for path in _files(MARKDOWN_FILES):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for target in _LINK.findall(line):
+                if re.match(r"[a-z]+:|#|<", target):
+                    continue
+                if not (path.parent / target.split("#", 1)[0]).exists():
+                    broken.append(f"{path.relative_to(ROOT)}:{n}: {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+# `pip install grouped-einsum[...]` from an index: not published yet (a `name @ git+URL` is fine).
+INDEX_INSTALL = re.compile(r"pip install\s+(?:-\S+\s+)*['\"]?grouped-einsum(?![\w\[\],-]*\s*@)")
+
+
+def test_install_instructions_work_from_a_checkout() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    for text in (readme, index):
+        assert "pip install ." in text and "git+" in text
+        assert "unrelated" in text and "PyPI" in text  # the index name `contractions` is not ours
+    assert "## Install" in readme
+    wrong = [f"{path.relative_to(ROOT)}:{n}" for path in _files(MARKDOWN_FILES)
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if INDEX_INSTALL.search(line)]
+    assert not wrong, f"install from a clone ('.[extra]'), the index has no grouped-einsum: {wrong}"
+
+
+@pytest.mark.parametrize("line,flagged", [
+    ("pip install 'grouped-einsum[jax]'", True), ('pip install -U "grouped-einsum"', True),
+    ("pip install grouped-einsum", True), ("pip install 'grouped-einsum[jax] @ git+<URL>'", False),
+    ("pip install 'grouped-einsum @ git+https://x/y.git'", False), ("pip install '.[jax]'", False)])
+def test_index_install_pattern(line: str, flagged: bool) -> None:
+    assert bool(INDEX_INSTALL.search(line)) is flagged
