@@ -205,7 +205,9 @@ def test_special_files_and_deep_nesting_are_skipped_with_a_message(tmp_path: Pat
     assert f"{tmp_path / 'pipe.py'}: skipped (a FIFO, not a regular file)" in err
     assert f"{tmp_path / 'loop.py'}: skipped (symlink loop)" in err
     assert f"{tmp_path / 'null.py'}: skipped (a device file, not a regular file)" in err
-    assert f"{tmp_path / 'deep.py'}: skipped (expressions nested too deeply to parse)" in err
+    deep = f"{tmp_path / 'deep.py'}: skipped (expressions nested too deeply to parse)"
+    if sys.version_info >= (3, 11):   # 3.10's parser reads the 100,000-term sum without recursing
+        assert deep in err
 
 
 def test_skipped_directories_are_named(tmp_path: Path) -> None:

@@ -139,7 +139,8 @@ def _owner(op: Any) -> Backend | None:
         pass
     found = None
     for backend in _REGISTRY:
-        if backend.framework is None or backend.framework in sys.modules:
+        # .get: sys.modules[name] = None is how a module is blocked; it is not loaded then
+        if backend.framework is None or sys.modules.get(backend.framework) is not None:
             if backend.owns(op):
                 found = backend
                 break

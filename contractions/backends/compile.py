@@ -223,8 +223,23 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
     runs = {lengths: compile_schedule(inner, ops) for lengths, inner in blocking.inner}
     ranges = [[(start, min(start + chunk, n)) for start in range(0, n, chunk)]
               for chunk, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
-    ndims = [len(shape) for shape in schedule.shapes]
     out_shape = schedule.output_shape
+
+    def index(ndim: int, combo: tuple[tuple[int, int], ...],
+              axes_per_label: tuple[tuple[int, ...], ...]) -> tuple[slice, ...]:
+        where = [slice(None)] * ndim
+        for (start, stop), axes in zip(combo, axes_per_label):
+            for axis in axes:
+                where[axis] = slice(start, stop)
+        return tuple(where)
+
+    # Every block's operand slices, its schedule and its target, worked out once here, so a
+    # call only slices, runs and writes.
+    plan = [(runs[tuple(stop - start for start, stop in combo)],
+             tuple(index(len(shape), combo, blocking.operand_axes[k])
+                   for k, shape in enumerate(schedule.shapes)),
+             index(len(out_shape), combo, blocking.output_axes))
+            for combo in itertools.product(*ranges)]
     make = ops.zeros if blocking.accumulate else ops.empty
     write = ops.add_block if blocking.accumulate else ops.set_block
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
@@ -233,20 +248,8 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
         dtype = common_dtype(arrays)
         arrays = tuple(a if dtype_of(a) == dtype else astype(a, dtype) for a in arrays)
         out = make(out_shape, dtype, arrays[0])
-        for combo in itertools.product(*ranges):
-            blocks = []
-            for k, array in enumerate(arrays):
-                index = [slice(None)] * ndims[k]
-                for (start, stop), axes in zip(combo, blocking.operand_axes[k]):
-                    for axis in axes:
-                        index[axis] = slice(start, stop)
-                blocks.append(array[tuple(index)])
-            result = runs[tuple(stop - start for start, stop in combo)](*blocks)
-            target = [slice(None)] * len(out_shape)
-            for (start, stop), axes in zip(combo, blocking.output_axes):
-                for axis in axes:
-                    target[axis] = slice(start, stop)
-            write(out, tuple(target), result)
+        for run, slices, target in plan:
+            write(out, target, run(*[a[where] for a, where in zip(arrays, slices)]))
         return out
 
     return execute
