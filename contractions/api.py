@@ -156,8 +156,13 @@ _DEFAULT_OPTIONS = BackendOptions()
 
 
 # ------------------------------------------------------------------------------ contract
-def contract(subscripts: str, *operands: Any, optimize: Any = "auto",
-             memory_limit: Any = "default", precision: Any = None,
+# The defaults of contract's keywords, compared by identity on the hot path.
+_AUTO = "auto"
+_DEFAULT_LIMIT = "default"
+
+
+def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
+             memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
              preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
              **len_groups: int) -> Any:
     """Evaluate a grouped einsum.
@@ -193,7 +198,7 @@ def contract(subscripts: str, *operands: Any, optimize: Any = "auto",
     ...          optimize=[(1, 2), (0, 1)]).tolist()
     [12.0, 12.0]
     """
-    if (optimize == "auto" and memory_limit == "default" and preferred_element_type is None
+    if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
             and out is None and dtype is None):
         # Hot path: every operand a numpy array and every len_* a plain int.  One dict lookup
         # keyed on (subscripts, *shapes, *len items) yields the compiled callable; everything
