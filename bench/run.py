@@ -294,19 +294,20 @@ def main(argv=None) -> int:
     }
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "latest.json").write_text(json.dumps(raw, indent=1))
-    report.plot(
-        results,
-        roof,
-        out_dir / "benchmarks.png",
-        out_dir / "benchmarks_roofline.png",
-        out_dir / "benchmarks_memory.png",
-    )
-    (out_dir / "benchmarks.md").write_text(report.markdown(results, roof, env, summary, elapsed))
+    write_docs(report, results, roof, env, summary, elapsed)
     log(
         f"wrote {out_dir / 'benchmarks.md'}, benchmarks.png, benchmarks_roofline.png, benchmarks_memory.png, "
         "bench/results/latest.json"
     )
     return 0
+
+
+def write_docs(report, results, roof, env, summary, elapsed) -> None:
+    """docs/benchmarks.md and its three plots, from one run's results."""
+    out_dir = REPO / "docs"
+    report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png",
+                out_dir / "benchmarks_memory.png")
+    (out_dir / "benchmarks.md").write_text(report.markdown(results, roof, env, summary, elapsed))
 
 
 def render_saved() -> int:
@@ -318,18 +319,8 @@ def render_saved() -> int:
     summary = report.summarise(results, roof)
     for line in report.summary_lines(summary):
         print(line)
-    out_dir = REPO / "docs"
-    report.plot(
-        results,
-        roof,
-        out_dir / "benchmarks.png",
-        out_dir / "benchmarks_roofline.png",
-        out_dir / "benchmarks_memory.png",
-    )
-    (out_dir / "benchmarks.md").write_text(
-        report.markdown(results, roof, raw["environment"], summary, raw["elapsed_seconds"])
-    )
-    print(f"re-rendered {out_dir / 'benchmarks.md'} and plots from bench/results/latest.json")
+    write_docs(report, results, roof, raw["environment"], summary, raw["elapsed_seconds"])
+    print(f"re-rendered {REPO / 'docs' / 'benchmarks.md'} and plots from bench/results/latest.json")
     return 0
 
 
