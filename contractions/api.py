@@ -56,7 +56,8 @@ def _as_operands(operands: Sequence[Any], backend: Backend) -> tuple[Any, ...]:
                 or hasattr(op, "__array__") or hasattr(op, "__array_interface__")):
             raise TypeError(
                 f"operand {k} is {type(op).__name__} ({_short_repr(op)}), not an array; pass "
-                "numpy/JAX/torch arrays, or nested lists/tuples of numbers")
+                "arrays (numpy, JAX, torch, dask or an Array API library) or nested lists/tuples "
+                "of numbers")
         try:
             out.append(np.asarray(op))
         except ValueError as exc:  # ragged nesting, among others
@@ -123,7 +124,7 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
     >>> normalise_memory_limit('1MiB'), normalise_memory_limit(10**6), normalise_memory_limit(None)
     (131072, 1000000, None)
     """
-    if memory_limit is None or memory_limit in ("default", "max_input"):
+    if memory_limit is None or (isinstance(memory_limit, str) and memory_limit in ("default", "max_input")):
         return memory_limit
     if isinstance(memory_limit, bool):
         raise TypeError("memory_limit must be a number of elements, a size like '64MB', "
@@ -131,7 +132,7 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
     if isinstance(memory_limit, str):
         import re
 
-        found = re.fullmatch(r"\s*([0-9.]+)\s*([kmg]i?b|b)\s*", memory_limit.lower())
+        found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kmg]i?b|b)\s*", memory_limit.lower())
         if not found:
             raise ValueError(f"memory_limit={memory_limit!r}: write a number of elements, a size "
                              "such as '64MB' or '1GiB', 'default', 'max_input' or None")

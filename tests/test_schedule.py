@@ -455,7 +455,7 @@ def test_blocked_schedule_fields():
 
 
 @pytest.mark.parametrize("bad,error", [("lots", ValueError), (0, ValueError), (True, TypeError),
-                                       ([1], TypeError)])
+                                       ([1], TypeError), ("1.2.3MB", ValueError), ("-5kB", ValueError)])
 def test_bad_memory_limits_are_refused(bad, error):
     with pytest.raises(error, match="memory_limit"):
         contract("Wa,a->W", np.ones((2, 3)), np.ones(3), memory_limit=bad)
