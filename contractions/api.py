@@ -104,11 +104,11 @@ def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ..
 
 
 def _backend_limit(backend: Backend, limit: Any) -> Any:
-    """The memory limit a backend's schedule honours: JAX never blocks (XLA plans its own
-    buffers; only the path is taken) and torch blocks only when asked (blocks are written in
-    place, which torch.vmap cannot batch), so their ``'default'`` is unbounded."""
-    if backend.name == "jax" or (limit == "default" and backend.name != "numpy"
-                                 and not getattr(load(backend), "BLOCKS_BY_DEFAULT", False)):
+    """The memory limit a backend's schedule honours.  JAX never blocks (XLA plans its own
+    buffers; only the path is taken); every other backend but numpy blocks only when asked
+    (torch: blocks are written in place, which torch.vmap cannot batch; dask bounds each of
+    its blocks itself), so for them ``'default'`` is unbounded."""
+    if backend.name == "jax" or (limit == "default" and backend.name != "numpy"):
         return None
     return limit
 
@@ -284,7 +284,7 @@ def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
     try:
         if options.preferred_element_type is not None:
             return int(np.dtype(options.preferred_element_type).itemsize)
-        return int(max(np.dtype(a.dtype).itemsize for a in arrays))
+        return int(max((np.dtype(a.dtype).itemsize for a in arrays), default=8))
     except (TypeError, ValueError, AttributeError):
         itemsize = [getattr(getattr(a, "dtype", None), "itemsize", None) for a in arrays]
         return max((int(i) for i in itemsize if isinstance(i, int)), default=8)
@@ -506,10 +506,9 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         chosen = _NUMPY
     if shapes is not None:
         opt = normalise_optimize(optimize)
+        arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
-            memory_limit, _itemsize([i for i in shapes_or_operands if hasattr(i, "dtype")],
-                                    _DEFAULT_OPTIONS) if any(hasattr(i, "dtype") for i in shapes_or_operands)
-            else 8))
+            memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
         plan, schedule = _planned(subscripts, shapes, supplements, opt, limit)
         exp, lengths = plan.expansion, plan.lengths
     else:

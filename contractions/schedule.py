@@ -649,7 +649,8 @@ def _all_pairwise_paths(n: int):
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
                     optimize: Any = "auto", strategy: str | None = None,
-                    use_einsum: bool = True, memory_limit: Any = None) -> Schedule:
+                    use_einsum: bool = True, memory_limit: Any = None,
+                    extents_by_label: tuple[int, ...] | None = None) -> Schedule:
     """Schedule a contraction given directly as integer labels (cached, pure).
 
     ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
@@ -661,14 +662,17 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     every step a ``matmul`` or a ``multiply``.  ``memory_limit`` bounds the elements alive at
     once beyond operands and result: an int, ``'max_input'`` (the largest operand),
     ``'default'`` (the largest operand or the result) or None (unbounded); a call that would
-    exceed it takes another order or runs in blocks (`Blocking`).
+    exceed it takes another order or runs in blocks (`Blocking`).  ``extents_by_label`` is
+    the plan's validated extents (label ``k`` has extent ``extents_by_label[k]``); without it
+    they are read off the shapes.
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4)), strategy='pairwise').path
     ((0, 1),)
     """
-    extents = _extents_of(inputs, shapes)
+    extents = (dict(enumerate(extents_by_label)) if extents_by_label is not None
+               else _extents_of(inputs, shapes))
     output_shape = tuple(extents[lab] for lab in output)
     distinct = {lab for term in inputs for lab in term}
     naive = _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
@@ -849,7 +853,8 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     """
     exp = plan.expansion
     return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize),
-                           use_einsum=use_einsum, memory_limit=memory_limit)
+                           use_einsum=use_einsum, memory_limit=memory_limit,
+                           extents_by_label=plan.extents)
 
 
 def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:
