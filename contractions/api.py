@@ -81,12 +81,25 @@ def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
     return plan, make_schedule(plan, optimize, memory_limit=limit)
 
 
-@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
-def _compiled(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
-              supplements: tuple[tuple[str, int], ...], optimize: Any,
-              options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
+             supplements: tuple[tuple[str, int], ...], optimize: Any,
+             options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+    module = load(backend)
+    if _framework_path(module, optimize):
+        # The framework picks the path itself (JAX: jnp.einsum's own 'auto', which XLA runs
+        # fastest); no schedule is built, so a new shape costs only parse/solve/expand/plan.
+        return module.compile(make_plan(subscripts, shapes, supplements), None, options)
     plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
-    return load(backend).compile(plan, schedule, options)
+    return module.compile(plan, schedule, options)
+
+
+def _framework_path(module: Any, optimize: Any) -> bool:
+    """Does this backend take the default ``optimize`` as "let the framework choose"?"""
+    return (getattr(module, "PLANS_OWN_PATH", False) and isinstance(optimize, str)
+            and optimize == "auto")
+
+
+_compiled = functools.lru_cache(maxsize=PLAN_CACHE_SIZE)(_compile)
 
 
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
@@ -99,8 +112,7 @@ def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ..
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
-    return load(backend).compile(plan, schedule, options)
+    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit)
 
 
 def _backend_limit(backend: Backend, limit: Any) -> Any:
@@ -509,7 +521,10 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
-        plan, schedule = _planned(subscripts, shapes, supplements, opt, limit)
+        if _framework_path(load(chosen), opt):
+            plan, schedule = make_plan(subscripts, shapes, supplements), None
+        else:
+            plan, schedule = _planned(subscripts, shapes, supplements, opt, limit)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
@@ -525,6 +540,8 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     module = load(chosen)
     runs_steps = getattr(module, "RUNS_SCHEDULE_STEPS", False)
     lines.append(f"output shape    {plan.output_shape}")
+    if schedule is None:  # the framework chooses the path: report the one it will choose
+        return "\n".join(lines + _framework_lines(chosen, module, plan))
     strategy = f"{schedule.strategy}, " if runs_steps else ""
     lines.append(f"backend         {chosen.name} ({strategy}optimize={schedule.optimizer!r})")
     path = f"{[tuple(p) for p in schedule.path]}"
@@ -549,3 +566,18 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     if runs_steps and schedule.strategy == "pairwise":
         lines.append(f"modelled time   {schedule.cost_ns / 1e3:.3g} us (numpy time model)")
     return "\n".join(lines)
+
+
+def _framework_lines(backend: Backend, module: Any, plan: Plan) -> list[str]:
+    """explain's lines for a backend that picks its own path (JAX's default): the path is the
+    one ``jnp.einsum`` computes for these shapes (opt_einsum's ``'auto'``)."""
+    import opt_einsum
+
+    path, info = opt_einsum.contract_path(plan.expansion.einsum, *plan.shapes, shapes=True,
+                                          optimize="auto")
+    return [f"backend         {backend.name} (optimize='auto': the framework's own path)",
+            f"path            {[tuple(p) for p in path]}  (jnp.einsum's choice: opt_einsum 'auto')",
+            "schedule",
+            *("  " + line for line in module.describe(plan, None, _DEFAULT_OPTIONS)),
+            f"FLOPs           {int(info.opt_cost):,} (opt_einsum's count; naive: {int(info.naive_cost):,})",
+            "peak extra      planned by the framework"]

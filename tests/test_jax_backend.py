@@ -1,5 +1,6 @@
-"""JAX backend: the traced program is the hand-expanded jnp.einsum along the path the schedule
-reports (and `explain` prints), eager calls hit a cache,
+"""JAX backend: with the default optimize the traced program is the hand-expanded jnp.einsum
+(jnp.einsum's own path); an explicit optimize= runs along the schedule's path (which `explain`
+prints); eager calls hit a cache,
 precision / preferred_element_type / dtypes pass through, > 52 axes, mixed numpy + jax,
 and jax is never imported for a caller who did not import it."""
 
@@ -17,7 +18,7 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp
 
-from contractions import contract, contract_expression, expand_subscripts
+from contractions import contract, contract_expression, expand_subscripts, explain
 from contractions.backends import jax_backend
 from contractions.backends.jax_backend import jitted_einsum
 
@@ -62,14 +63,72 @@ def test_lowered_program_equals_hand_expanded_einsum(subscripts, shapes, supp, h
         return contract(subscripts, *xs, **supp)
 
     ours = lowered_text(f, *ops)
-    path = list(contract_expression(subscripts, *shapes, **supp).schedule.path)
 
     def f(*xs):
-        return jnp.einsum(hand, *xs, optimize=path)
+        return jnp.einsum(hand, *xs)
 
     theirs = lowered_text(f, *ops)
     assert stablehlo_ops(ours) == stablehlo_ops(theirs)
     assert ours == theirs
+
+
+# A four-operand string where the numpy time model's path and jnp.einsum's own differ.
+FOUR = ("GFa,Gaib,Fo,Gio->GFb", [(3, 40, 16), (3, 16, 16, 16), (40, 80), (3, 16, 80)],
+        "ABa,Aaib,Bo,Aio->ABb")
+
+
+@pytest.mark.parametrize("optimize", [[(0, 1), (0, 1), (0, 1)], "greedy", False])
+def test_explicit_optimize_is_honoured_on_jax(optimize):
+    subscripts, shapes, hand = FOUR
+    ops = [jnp.asarray(randn(*s)) for s in shapes]
+    path = list(contract_expression(subscripts, *shapes, optimize=optimize).schedule.path)
+
+    def f(*xs):
+        return contract(subscripts, *xs, optimize=optimize)
+
+    ours = lowered_text(f, *ops)
+
+    def f(*xs):
+        return jnp.einsum(hand, *xs, optimize=path)
+
+    assert ours == lowered_text(f, *ops)
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda *xs: contract(subscripts, *xs, optimize=optimize))(*ops)),
+                               np.einsum(hand, *map(np.asarray, ops)), rtol=2e-3, atol=1e-2)
+
+
+def test_default_runs_jnp_einsums_own_path_not_the_numpy_schedules():
+    subscripts, shapes, hand = FOUR
+    ops = [jnp.asarray(randn(*s)) for s in shapes]
+    numpy_path = list(contract_expression(subscripts, *shapes).schedule.path)
+    jax_path = [p for p in jnp.einsum_path(hand, *ops)[0] if p != "einsum_path"]
+    assert numpy_path != jax_path  # else this case proves nothing
+
+    def f(*xs):
+        return contract(subscripts, *xs)
+
+    ours = lowered_text(f, *ops)
+
+    def f(*xs):
+        return jnp.einsum(hand, *xs, optimize=numpy_path)
+
+    assert ours != lowered_text(f, *ops)
+    report = explain(subscripts, *ops)
+    assert f"path            {[tuple(p) for p in jax_path]}" in report
+    assert "jnp.einsum's own path" in report
+
+
+def test_default_jax_call_builds_no_schedule(monkeypatch):
+    """A new shape on JAX costs parse/solve/expand/plan only: the numpy schedule is never built."""
+    import contractions.api as api
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the JAX default path built a schedule")
+
+    monkeypatch.setattr(api, "make_schedule", refuse)
+    x, y = jnp.asarray(randn(7, 3, 2)), jnp.asarray(randn(3, 2, 5))
+    out = contract("WCa,Cab->WCb", x, y)
+    jax.jit(lambda a, b: contract("WCa,Cab->WCb", a, b))(x, y)
+    np.testing.assert_allclose(out, np.einsum("pca,cab->pcb", np.asarray(x), np.asarray(y)), rtol=1e-5)
 
 
 def test_lowered_program_equal_with_precision_and_preferred_type():

@@ -1,12 +1,19 @@
-"""The JAX backend: one ``jnp.einsum`` on the expanded string, along the schedule's path.
+"""The JAX backend: one ``jnp.einsum`` on the expanded string.
 
-Under a transformation (``jit``, ``vmap``, ``grad``, ``jvp``, ...) the operands are tracers and
-the call is exactly ``jnp.einsum(expansion.einsum, *operands, optimize=schedule.path, ...)``:
-the traced program is the one the hand-expanded einsum gives with that path, so the library
-costs nothing at run time, every group sub-axis stays an honest einsum axis (nothing is
-reshaped or transposed here, so any sub-axis can be sharded without collectives), and JAX's own
-batching/differentiation rules apply.  The path is the schedule's (``explain`` prints it), so
-the pairwise order JAX runs is the one reported.
+With the default ``optimize`` the call is exactly ``jnp.einsum(expansion.einsum, *operands)``:
+JAX picks the pairwise order itself (opt_einsum's ``'auto'``, as for a hand-written einsum) and
+XLA lowers each pair to one ``dot_general``.  A jitted `contract` therefore lowers to the same
+program as the jitted hand-expanded ``jnp.einsum`` (tests/test_jax_backend.py compares the
+StableHLO), which is what XLA does best here: the numpy time model's orders measured slower under
+``jit`` (docs/transforms.md, dev/decisions.md).  No schedule is built for such a call, so a new
+shape costs only the parse/solve/expand/extent stages.  An explicit ``optimize=`` (a preset, a
+path, a PathOptimizer, ``False``) is honoured: the schedule's path for it is handed to
+``jnp.einsum(..., optimize=path)``.
+
+Nothing is reshaped or transposed here, so every group sub-axis stays an einsum axis that can be
+sharded without collectives, and JAX's own batching/differentiation rules apply.  Nothing here
+touches the host either (no ``np.asarray`` of a device value): the same code lowers for any
+device.
 
 Eager calls on concrete arrays go through a jitted ``jnp.einsum`` cached per
 ``(einsum string, path, precision, preferred_element_type)``: eager ``jnp.einsum`` re-plans in
@@ -18,7 +25,7 @@ This module imports jax at top level; the registry imports it only after it has 
 array or tracer among the operands.
 
 >>> import jax.numpy as jnp
->>> jitted_einsum('ab,bc->ac', ((0, 1),))(jnp.ones((2, 3)), jnp.ones((3, 4))).shape
+>>> jitted_einsum('ab,bc->ac')(jnp.ones((2, 3)), jnp.ones((3, 4))).shape
 (2, 4)
 """
 
@@ -33,9 +40,16 @@ import jax.numpy as jnp
 
 from ..schedule import Schedule
 
-__all__ = ["EAGER_CACHE_SIZE", "compile", "describe", "jitted_einsum"]
+__all__ = ["EAGER_CACHE_SIZE", "PLANS_OWN_PATH", "compile", "describe", "jitted_einsum"]
 
 EAGER_CACHE_SIZE = 512
+
+#: With the default ``optimize`` this backend needs no schedule: ``jnp.einsum`` chooses the
+#: path (``compile`` is then called with ``schedule=None``).
+PLANS_OWN_PATH = True
+
+#: ``jnp.einsum``'s own default ``optimize``; what a hand-written call uses.
+JAX_DEFAULT_OPTIMIZE = "auto"
 
 _Tracer = jax.core.Tracer
 
@@ -47,18 +61,25 @@ except ImportError:  # pragma: no cover - depends on the jax version
 
 
 @functools.lru_cache(maxsize=EAGER_CACHE_SIZE)
-def jitted_einsum(einsum: str, path: tuple[tuple[int, ...], ...], precision: Any = None,
+def jitted_einsum(einsum: str, path: tuple[tuple[int, ...], ...] | None = None, precision: Any = None,
                   preferred_element_type: Any = None) -> Callable[..., jax.Array]:
-    """The jitted ``jnp.einsum(einsum, *operands, optimize=path, ...)`` for eager calls.
+    """The jitted ``jnp.einsum(einsum, *operands, optimize=..., ...)`` for eager calls.
 
-    jit keys its executables on the operands' shapes, dtypes and shardings, so one cached
-    function serves every call with this string and path.
+    ``path=None`` is ``jnp.einsum``'s own choice.  jit keys its executables on the operands'
+    shapes, dtypes and shardings, so one cached function serves every call with this string
+    and path.
 
     >>> jitted_einsum('ab,bc->ac', ((0, 1),)) is jitted_einsum('ab,bc->ac', ((0, 1),))
     True
     """
-    return jax.jit(functools.partial(jnp.einsum, einsum, optimize=list(path), precision=precision,
-                                     preferred_element_type=preferred_element_type))
+    return jax.jit(_einsum(einsum, path, precision, preferred_element_type))
+
+
+def _einsum(einsum: str, path: tuple[tuple[int, ...], ...] | None, precision: Any,
+            preferred_element_type: Any) -> Callable[..., jax.Array]:
+    optimize: Any = JAX_DEFAULT_OPTIMIZE if path is None else list(path)
+    return functools.partial(jnp.einsum, einsum, optimize=optimize, precision=precision,
+                             preferred_element_type=preferred_element_type)
 
 
 def _tracing(operands: Sequence[Any]) -> bool:
@@ -70,12 +91,13 @@ def _tracing(operands: Sequence[Any]) -> bool:
     return not _trace_state_clean()
 
 
-def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., jax.Array]:
-    """The callable running ``plan.expansion.einsum`` along ``schedule.path`` on JAX."""
-    einsum, path = plan.expansion.einsum, schedule.path
+def compile(plan: Any, schedule: Schedule | None, options: Any) -> Callable[..., jax.Array]:
+    """The callable running ``plan.expansion.einsum`` on JAX: along ``schedule.path`` when a
+    schedule is given (an explicit ``optimize=``), else with ``jnp.einsum``'s own path."""
+    einsum = plan.expansion.einsum
+    path = None if schedule is None else schedule.path
     precision, preferred = options.precision, options.preferred_element_type
-    traced = functools.partial(jnp.einsum, einsum, optimize=list(path), precision=precision,
-                               preferred_element_type=preferred)
+    traced = _einsum(einsum, path, precision, preferred)
     try:
         eager = jitted_einsum(einsum, path, precision, preferred)
     except TypeError:  # unhashable precision: not cacheable; jnp.einsum reports it on the call
@@ -87,7 +109,11 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., jax.Ar
     return run
 
 
-def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
+def describe(plan: Any, schedule: Schedule | None, options: Any) -> list[str]:
     """What runs, for ``explain``."""
+    if schedule is None:
+        return [f"one jnp.einsum({plan.expansion.readable!r}) with jnp.einsum's own path "
+                "(opt_einsum 'auto', as a hand-written call; XLA lowers each pair to a "
+                "dot_general; nothing is reshaped)"]
     return [f"one jnp.einsum({plan.expansion.readable!r}, optimize={[tuple(p) for p in schedule.path]})"
             " (XLA lowers each pair to a dot_general; nothing is reshaped)"]
