@@ -234,6 +234,8 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
                 if run is not None:
                     return run(*operands)
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
+        if precision is None:
+            return _contract_foreign(subscripts, operands, len_groups)
     if dtype is not None:
         if preferred_element_type is not None and np.dtype(dtype) != np.dtype(preferred_element_type):
             raise TypeError(f"dtype={dtype!r} and preferred_element_type={preferred_element_type!r} "
@@ -260,9 +262,33 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     return run(*operands)
 
 
+# The hot path of the other array libraries (JAX, torch, ...): default options, keyed on
+# (subscripts, *(type, shape) of each operand, *len items).  The operand types are in the key
+# because they decide the backend; entries are made only for operands the backend takes as
+# given (no conversion) and plain-int len_* values.
+_FOREIGN_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+
+def _contract_foreign(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any]) -> Any:
+    key: tuple[Any, ...] | None = None
+    for n in len_groups.values():
+        if type(n) is not int:  # 2.0 == 2: only plain ints may share an entry; check the rest
+            break
+    else:
+        try:
+            key = (subscripts, *[(type(op), op.shape) for op in operands], *len_groups.items())
+            run = _FOREIGN_HOT.get(key)
+        except (AttributeError, TypeError):  # a list operand, unhashable subscripts or shape
+            key = run = None
+        if run is not None:
+            return run(*operands)
+    return _contract_general(subscripts, operands, len_groups, _AUTO, _DEFAULT_OPTIONS,
+                             hot_key=key)
+
+
 def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       optimize: Any, options: BackendOptions, out: Any = None,
-                      memory_limit: Any = "default") -> Any:
+                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None) -> Any:
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
@@ -271,6 +297,10 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     optimize = normalise_optimize(optimize)
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
+    if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
+        if len(_FOREIGN_HOT) >= HOT_CACHE_SIZE:
+            _FOREIGN_HOT.clear()
+        _FOREIGN_HOT[hot_key] = run
     if out is None:
         return run(*arrays)
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit))

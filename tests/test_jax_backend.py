@@ -363,3 +363,30 @@ def test_jax_backend_module_does_not_import_torch():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ the JAX hot path
+def test_warm_jax_calls_are_served_by_one_cache_entry_per_signature():
+    import contractions.api as api
+
+    api._FOREIGN_HOT.clear()
+    x, y = jnp.asarray(randn(3, 2, 4)), jnp.asarray(randn(4, 5))
+    first = contract("Wa,ab->Wb", x, y)
+    assert len(api._FOREIGN_HOT) == 1
+    np.testing.assert_allclose(contract("Wa,ab->Wb", 2 * x, y), 2 * np.asarray(first), rtol=1e-5)
+    assert len(api._FOREIGN_HOT) == 1
+    # a numpy operand beside a jax one is another signature (its type is in the key)
+    mixed = contract("Wa,ab->Wb", np.asarray(x), y)
+    assert isinstance(mixed, jax.Array) and len(api._FOREIGN_HOT) == 2
+    np.testing.assert_allclose(mixed, first, rtol=1e-5)
+
+
+def test_jax_hot_path_still_checks_len_values_and_shapes():
+    from contractions import ContractionError
+
+    x, y = jnp.asarray(randn(3, 2, 4)), jnp.asarray(randn(3, 2, 4))
+    assert contract("WCa,WCa->C", x, y, len_W=1).shape == (2,)
+    with pytest.raises(TypeError, match="len_W"):
+        contract("WCa,WCa->C", x, y, len_W=1.0)   # 1.0 == 1 must not reuse the int entry
+    with pytest.raises(ContractionError):
+        contract("WCa,WCa->C", x, jnp.asarray(randn(3, 2, 5)), len_W=1)
