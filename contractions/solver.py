@@ -27,6 +27,7 @@ import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from .arguments import check_operand_count, normalise_supplements
 from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
@@ -453,8 +454,23 @@ def identifiability(subscripts: str, supplied: Iterable[str] = ()) -> Identifiab
     False
     """
     parsed = parse(subscripts)
-    names = [g[4:] if g.startswith("len_") else g for g in supplied]
-    return _identifiability(parsed, _check_supplied(parsed, names))
+    return _identifiability(parsed, _check_supplied(parsed, _supplied_names(supplied)))
+
+
+def _supplied_names(supplied: Any) -> list[str]:
+    """``supplied=`` as group names; a bare string or a non-string name is a `TypeError`
+    (a string would otherwise be read one character at a time)."""
+    if isinstance(supplied, str) or not isinstance(supplied, Iterable):
+        hint = f"supplied=[{supplied!r}]" if isinstance(supplied, str) and len(supplied) < 40 else "supplied=['W']"
+        raise TypeError(f"supplied= must be a collection of group names (e.g. ['W'] or ['len_W']), not "
+                        f"{type(supplied).__name__}; write {hint}")
+    names = []
+    for name in supplied:
+        if not isinstance(name, str):
+            raise TypeError(f"supplied= holds {name!r} ({type(name).__name__}); each entry names a "
+                            "group, as 'W' or 'len_W'")
+        names.append(name[4:] if name.startswith("len_") else name)
+    return names
 
 
 # ------------------------------------------------------------------------- solving
@@ -570,9 +586,29 @@ def solve_lengths(subscripts: str, ndims: Sequence[int], **len_groups: int) -> d
     >>> solve_lengths('WKCi,Cio->WKCo', (5, 3))   # W, K co-travel: total 3, split canonically
     {'W': 3, 'K': 0, 'C': 1}
     """
-    ndims = tuple(operator.index(n) for n in ndims)
+    ndims = _checked_ndims(ndims)
     parsed, lengths = solve_call(subscripts, ndims, normalise_supplements(len_groups), what="ndim")
     return dict(zip(parsed.groups, lengths))
+
+
+def _checked_ndims(ndims: Any) -> tuple[int, ...]:
+    """``ndims`` as a tuple of ints; a non-int or negative entry is named by its position."""
+    if isinstance(ndims, (str, bytes)) or not isinstance(ndims, Iterable):
+        raise TypeError(f"solve_lengths: ndims must be a sequence of ints (one per input term), not "
+                        f"{type(ndims).__name__}")
+    out = []
+    for k, n in enumerate(ndims):
+        if isinstance(n, bool) or type(n).__name__ == "bool_":
+            raise TypeError(f"solve_lengths: ndim {k} is a bool ({n!r}); pass the operand's ndim as an int")
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError(f"solve_lengths: ndim {k} must be an int, got {type(n).__name__} "
+                            f"({n!r:.40}); pass the operand's ndim, e.g. x.ndim") from None
+        if n < 0:
+            raise InconsistentError(f"solve_lengths: ndim {k} is {n}; an ndim is 0 or more")
+        out.append(n)
+    return tuple(out)
 
 
 def solve_call(subscripts: str, ndims: tuple[int, ...], supplements: tuple[tuple[str, int], ...],
