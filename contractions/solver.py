@@ -21,7 +21,6 @@ gives the same expanded einsum.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
@@ -30,6 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from .arguments import check_operand_count, normalise_supplements
+from .caching import byte_bounded_cache
 from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
 from .parser import ParsedSubscripts, is_group, parse
 
@@ -41,9 +41,12 @@ __all__ = [
     "solve_lengths",
     "solve_call",
     "SOLVE_CACHE_SIZE",
+    "SOLVE_CACHE_BYTES",
 ]
 
 SOLVE_CACHE_SIZE = 4096
+SOLVE_CACHE_BYTES = 64 * 2**20
+"""Bytes each solver cache may hold (keys hold the parsed string); see `contractions.caching`."""
 
 
 # --------------------------------------------------------------------------- runs
@@ -61,7 +64,7 @@ def _always_followed_by(parsed: ParsedSubscripts, first: str, second: str) -> bo
     return True
 
 
-@functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
 def _runs_of(parsed: ParsedSubscripts) -> tuple[tuple[str, ...], ...]:
     successor: dict[str, str] = {}
     for g in parsed.groups:
@@ -328,7 +331,7 @@ def _exchange(rows: dict[int, list[int]], out: int, into: int, column: int) -> d
     return new
 
 
-@functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
 def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Identifiability:
     """The string-level analysis (docs/solver.md, "The algorithm, briefly").
 
@@ -474,7 +477,7 @@ def _supplied_names(supplied: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------- solving
-@functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
 def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
           supplements: tuple[tuple[str, int], ...] = ()) -> tuple[int, ...]:
     """Group lengths (in ``parsed.groups`` order) for these ndims and ``(group, n)`` pins.
