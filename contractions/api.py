@@ -28,6 +28,7 @@ from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .errors import ContractionError, OptionError, SizeMismatchError, quoted
 from .expand import expand
+from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, _checked_path, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
@@ -278,7 +279,7 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_dtypes(arrays)
     supplements = normalise_supplements(len_groups)
     shapes = _shapes_of(arrays)
-    optimize = _checked_optimize(optimize, len(arrays))
+    optimize = _checked_optimize(optimize, subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
     if out is None:
@@ -426,7 +427,7 @@ def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any =
     (((0, 1),), (2, 4, 5))
     """
     return ContractExpression(subscripts, _checked_shapes(shapes, "contract_expression"),
-                              normalise_supplements(len_groups), _checked_optimize(optimize, len(shapes)),
+                              normalise_supplements(len_groups), _checked_optimize(optimize, subscripts, len(shapes)),
                               normalise_memory_limit(memory_limit))
 
 
@@ -542,7 +543,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     else:
         chosen = _NUMPY
     if shapes is not None:
-        opt = _checked_optimize(optimize, len(shapes))
+        opt = _checked_optimize(optimize, subscripts, len(shapes))
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
@@ -613,24 +614,30 @@ def _check_dtypes(arrays: Sequence[Any]) -> None:
                 f"convert it first (e.g. .astype(float){', or view its fields' if dtype.kind == 'V' else ''})")
 
 
-def _checked_optimize(optimize: Any, n_operands: int | None = None) -> Any:
+def _checked_optimize(optimize: Any, subscripts: Any = None, n_operands: int | None = None) -> Any:
     """``optimize=`` normalised: an explicit path's positions must be ints (never truncated
-    floats) within range for ``n_operands``; an unknown preset is an `OptionError`."""
+    floats) within range for ``n_operands`` (checked once they match the string's terms, so a
+    miscount is reported as such); an unknown preset is an `OptionError`."""
     if isinstance(optimize, (list, tuple)):
         for pair in optimize:
             if isinstance(pair, (list, tuple)):
                 for k in pair:
                     if isinstance(k, bool) or not hasattr(type(k), "__index__"):
-                        raise TypeError(f"optimize= path entry {tuple(pair)!r} holds {k!r}, not an int "
-                                        "operand position; write positions as ints, e.g. [(0, 1)]")
+                        raise TypeError(f"optimize= path entries must be tuples of ints (operand "
+                                        f"positions): {tuple(pair)!r} holds {k!r:.40}; write e.g. [(0, 1)]")
     try:
         normalised = normalise_optimize(optimize)
     except ContractionError:
         raise
     except ValueError as exc:
         raise OptionError(str(exc)) from None
-    if isinstance(normalised, tuple) and n_operands is not None:
-        _checked_path(normalised, n_operands)
+    if isinstance(normalised, tuple) and n_operands is not None and isinstance(subscripts, str):
+        try:
+            terms = len(parse(subscripts).inputs)
+        except ContractionError:
+            return normalised  # the call reports the string's own error
+        if terms == n_operands:
+            _checked_path(normalised, n_operands)
     return normalised
 
 
