@@ -1,5 +1,6 @@
 """Cold-cache cost of the string-level stages on adversarial inputs: `identifiability` on
-strings using all 26 groups, and `parse` on strings of 10^5 characters (valid and not).
+strings using all 26 groups, solving (`solve_lengths`) strings of thousands of terms that
+share groups, and `parse` on strings of 10^5 characters (valid and not).
 
 Every measurement clears the caches first (parse's included, so the identifiability times
 contain parsing), so it is the cost of a string never seen before; each is repeated and the
@@ -8,7 +9,10 @@ median reported, with the worst string last::
     python bench/solver_speed.py            # both tables
     python bench/solver_speed.py --repeat 3 # fewer repetitions
 
-Targets (not asserted anywhere): identifiability <= 50 ms and parse <= 50 ms per string.
+    python bench/solver_speed.py --terms 100  # smoke run: small many-term cases
+
+Targets (not asserted anywhere): identifiability <= 50 ms and parse <= 50 ms per string;
+solving 1,000 terms well under 0.1 s and 10,000 under 1 s (linear in the number of terms).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from contractions import ContractionError, identifiability, parse  # noqa: E402
+from contractions import ContractionError, identifiability, parse, solve_lengths  # noqa: E402
 from contractions import parser as _parser  # noqa: E402
 from contractions import solver as _solver  # noqa: E402
 
@@ -91,6 +95,21 @@ def parse_cases() -> dict[str, str]:
     }
 
 
+def many_term_cases(terms: int) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Strings of ``terms`` input terms sharing a few groups, with ndims that solve."""
+    rng = random.Random(1)
+    k = terms
+    mixed = [rng.choice(["WCa", "Cab", "WKa", "Ka"]) for _ in range(k - 1)] + ["WKCa"]
+    width = {"W": 2, "C": 1, "K": 3}
+    return {
+        f"'Wa,' * {k - 1} + 'Wa->W'": ("Wa," * (k - 1) + "Wa->W", (3,) * k),
+        f"{k} terms over W, C, K": (",".join(mixed) + "->WKC",
+                                    tuple(sum(width.get(ch, 1) for ch in t) for t in mixed)),
+        f"{k} terms, 26 groups, one each": (
+            ",".join(U[i % 26] + "a" for i in range(k)) + "->" + U, (3,) * k),
+    }
+
+
 def _time(call: Callable[[], object], clear: Callable[[], None], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -108,12 +127,22 @@ def _clear_all() -> None:
     _parser._parse.cache_clear()
     _solver._runs_of.cache_clear()
     _solver._identifiability.cache_clear()
+    _solver.solve.cache_clear()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--terms", type=int, nargs="*", default=[1000, 10000],
+                    help="numbers of terms of the many-term solving cases")
     args = ap.parse_args()
+
+    print("solve_lengths on many terms, cold caches (median of", args.repeat, "runs)")
+    for terms in args.terms:
+        for name, (s, ndims) in many_term_cases(terms).items():
+            t = _time(lambda s=s, ndims=ndims: solve_lengths(s, ndims), _clear_all, args.repeat)
+            print(f"  {t * 1e3:8.2f} ms  {name}")
+    print()
 
     print("identifiability, cold caches (median of", args.repeat, "runs)")
     worst = 0.0

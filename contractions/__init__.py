@@ -15,6 +15,7 @@ from .errors import (
     ContractionError,
     InconsistentError,
     OperandCountError,
+    OptionError,
     SizeMismatchError,
     SubscriptsSyntaxError,
     SupplementError,
@@ -53,5 +54,6 @@ __all__ = [
     "OperandCountError",
     "SizeMismatchError",
     "SupplementError",
+    "OptionError",
     "__version__",
 ]

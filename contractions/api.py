@@ -16,6 +16,7 @@ dictionary lookup plus the arithmetic.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -25,10 +26,11 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .errors import ContractionError, SizeMismatchError, quoted
+from .errors import ContractionError, OptionError, SizeMismatchError, quoted
 from .expand import expand
+from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import Schedule, make_schedule, normalise_optimize
+from .schedule import Schedule, _checked_path, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "explain", "expand_subscripts"]
@@ -131,31 +133,46 @@ _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2*
 def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
     """``memory_limit=`` as the schedule takes it: None, ``'default'``, ``'max_input'`` or a
     number of elements.  Strings with a byte unit (``'64MB'``, ``'1.5GiB'``) are divided by
-    ``itemsize`` (the result dtype's; 8 when shapes alone are known).
+    ``itemsize`` (the result dtype's; 8 when shapes alone are known).  A value of the wrong
+    type is a `TypeError`; a number that is not a positive finite whole number of elements (or
+    a string that is not a size) an `OptionError`.
 
     >>> normalise_memory_limit('1MiB'), normalise_memory_limit(10**6), normalise_memory_limit(None)
     (131072, 1000000, None)
     """
     if memory_limit is None or (isinstance(memory_limit, str) and memory_limit in ("default", "max_input")):
         return memory_limit
-    if isinstance(memory_limit, bool):
-        raise TypeError("memory_limit must be a number of elements, a size like '64MB', "
-                        "'default', 'max_input' or None, not a bool")
+    hint = "write a number of elements, a size such as '64MB' or '1GiB', 'default', 'max_input' or None"
+    if isinstance(memory_limit, bool) or type(memory_limit).__name__ == "bool_":
+        raise TypeError(f"memory_limit must be a number of elements, a size like '64MB', "
+                        f"'default', 'max_input' or None, not a bool ({memory_limit!r})")
     if isinstance(memory_limit, str):
         import re
 
         found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kmg]i?b|b)\s*", memory_limit.lower())
         if not found:
-            raise ValueError(f"memory_limit={memory_limit!r}: write a number of elements, a size "
-                             "such as '64MB' or '1GiB', 'default', 'max_input' or None")
-        memory_limit = float(found.group(1)) * _UNITS[found.group(2)] / itemsize
-    try:
-        elements = int(memory_limit)
-    except (TypeError, ValueError):
-        raise TypeError(f"memory_limit must be a number of elements or a size string, not "
-                        f"{type(memory_limit).__name__}") from None
+            raise OptionError(f"memory_limit={_short_repr(memory_limit)}: {hint}")
+        size = float(found.group(1)) * _UNITS[found.group(2)] / itemsize
+        if not math.isfinite(size):
+            raise OptionError(f"memory_limit={_short_repr(memory_limit)} is too large to be a size; {hint}")
+        elements = int(size)
+    else:
+        try:
+            elements = operator.index(memory_limit)
+        except TypeError:
+            if not isinstance(memory_limit, (float, np.floating)):
+                raise TypeError(f"memory_limit must be a number of elements or a size string, not "
+                                f"{type(memory_limit).__name__}; {hint}") from None
+            if not math.isfinite(memory_limit):
+                raise OptionError(f"memory_limit={memory_limit!r} is not a finite number of elements; "
+                                  "pass None for no limit") from None
+            if memory_limit != int(memory_limit):
+                raise OptionError(f"memory_limit={memory_limit!r} is not a whole number of elements; "
+                                  f"{hint} (None for no limit)") from None
+            elements = int(memory_limit)
     if elements < 1:
-        raise ValueError(f"memory_limit={memory_limit!r} must be at least one element")
+        raise OptionError(f"memory_limit={_short_repr(memory_limit)} must be at least one element; "
+                          "pass None for no limit")
     return elements
 
 
@@ -232,7 +249,11 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
                 except TypeError:  # unhashable subscripts; the checked route reports it
                     run = None
                 if run is not None:
-                    return run(*operands)
+                    try:
+                        return run(*operands)
+                    except TypeError:
+                        _check_dtypes(operands)  # a str or datetime array: say so plainly
+                        raise
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
         if precision is None:
             return _contract_foreign(subscripts, operands, len_groups)
@@ -253,6 +274,7 @@ def _check_subscripts(subscripts: Any) -> None:
 def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       key: tuple[Any, ...]) -> Any:
     _check_subscripts(subscripts)
+    _check_dtypes(operands)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
     run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
@@ -292,9 +314,10 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
+    _check_dtypes(arrays)
     supplements = normalise_supplements(len_groups)
     shapes = _shapes_of(arrays)
-    optimize = normalise_optimize(optimize)
+    optimize = _checked_optimize(optimize, subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
     if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
@@ -396,7 +419,7 @@ class ContractExpression:
         operands of exactly ``shapes``.
         """
         options = BackendOptions(precision, preferred_element_type)
-        return _runner(backend_named(backend), self.subscripts, self.shapes, self.supplements,
+        return _runner(_checked_backend(backend), self.subscripts, self.shapes, self.supplements,
                        self.optimize, options, self.memory_limit)
 
     def explain(self, backend: str = "numpy") -> str:
@@ -412,9 +435,14 @@ class ContractExpression:
                 if type(op) is not _ndarray or op.shape != shape:
                     break
             else:
-                return self._numpy(*operands)
+                try:
+                    return self._numpy(*operands)
+                except TypeError:
+                    _check_dtypes(operands)
+                    raise
         backend = backend_for(operands)
         arrays = _as_operands(operands, backend)
+        _check_dtypes(arrays)
         shapes = _shapes_of(arrays)
         if shapes != self.shapes:
             raise SizeMismatchError(
@@ -441,7 +469,7 @@ def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any =
     (((0, 1),), (2, 4, 5))
     """
     return ContractExpression(subscripts, _checked_shapes(shapes, "contract_expression"),
-                              normalise_supplements(len_groups), normalise_optimize(optimize),
+                              normalise_supplements(len_groups), _checked_optimize(optimize, subscripts, len(shapes)),
                               normalise_memory_limit(memory_limit))
 
 
@@ -459,6 +487,11 @@ def _checked_shapes(items: Sequence[Any], verb: str) -> tuple[tuple[int, ...], .
             try:
                 n = operator.index(n)
             except TypeError:
+                if hasattr(item, "shape") and (n is None or isinstance(n, float)):
+                    raise ContractionError(
+                        f"{verb}: operand {k} has an unknown shape {tuple(raw)!r} (a lazy array whose "
+                        "chunk sizes are not known yet: for dask, call .compute_chunk_sizes() first)"
+                    ) from None
                 raise TypeError(f"{verb}: shape {k} {tuple(raw)!r} has a non-integer extent "
                                 f"{n!r}") from None
             if n < 0:
@@ -500,8 +533,11 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
     >>> expand_subscripts('Vo,VWo->WVo', (3, 5), (3, 2, 2, 5))
     'Ao,ABCo->BCAo'
     """
+    _check_subscripts(subscripts)
     supplements = normalise_supplements(len_groups)
     shapes, ndims = _shapes_or_ndims(shapes_or_ndims, "expand_subscripts")
+    _check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape",
+                      "expand_subscripts")
     if shapes is not None:
         return make_plan(subscripts, shapes, supplements).expansion.einsum
     parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
@@ -525,9 +561,11 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     path            [(0, 1)]...
     ...
     """
+    _check_subscripts(subscripts)
     supplements = normalise_supplements(len_groups)
     shapes, ndims = _shapes_or_ndims(shapes_or_operands, "explain")
     info = identifiability(subscripts, [g for g, _ in supplements])
+    _check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape", "explain")
     lines = [f"subscripts      {subscripts!r}"]
     alone = identifiability(subscripts).describe()
     if supplements:
@@ -541,13 +579,13 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
                                        if runs else "none"))
     plan: Plan | None = None
     if backend is not None:
-        chosen = backend_named(backend)
+        chosen = _checked_backend(backend)
     elif any(hasattr(item, "shape") for item in shapes_or_operands):
         chosen = backend_for(shapes_or_operands)
     else:
         chosen = _NUMPY
     if shapes is not None:
-        opt = normalise_optimize(optimize)
+        opt = _checked_optimize(optimize, subscripts, len(shapes))
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
@@ -611,3 +649,81 @@ def _framework_lines(backend: Backend, module: Any, plan: Plan) -> list[str]:
             *("  " + line for line in module.describe(plan, None, _DEFAULT_OPTIONS)),
             f"FLOPs           {int(info.opt_cost):,} (opt_einsum's count; naive: {int(info.naive_cost):,})",
             "peak extra      planned by the framework"]
+# ------------------------------------------------------------------ argument validation
+# Small checks at the public boundary, so a bad argument fails with a documented error that
+# names it (and says what to pass) before any numpy or framework internals run.
+
+#: Most distinct axes one expansion can name: 52 letters, then `expand.symbol_past_letters`
+#: up to U+10FFFF (the surrogates skipped).
+MAX_AXES = 0x110000 - 140 - (0xE000 - 0xD800)
+
+# dtype kinds np.einsum cannot multiply: datetime, timedelta, bytes, str, structured/void.
+_NOT_NUMERIC = {"M": "datetime64", "m": "timedelta64", "S": "bytes", "U": "str", "V": "structured"}
+
+
+def _check_dtypes(arrays: Sequence[Any]) -> None:
+    """A `TypeError` naming the first operand whose numpy dtype holds no numbers."""
+    for k, a in enumerate(arrays):
+        dtype = getattr(a, "dtype", None)
+        # (extension float types such as ml_dtypes' bfloat16 are kind 'V' too, but not np.void)
+        if isinstance(dtype, np.dtype) and dtype.kind in _NOT_NUMERIC and (
+                dtype.kind != "V" or dtype.type is np.void):
+            raise TypeError(
+                f"operand {k} has dtype {dtype} ({_NOT_NUMERIC[dtype.kind]}), which holds no numbers "
+                "to multiply; contract takes bool, integer, float, complex (or object) arrays: "
+                f"convert it first (e.g. .astype(float){', or view its fields' if dtype.kind == 'V' else ''})")
+
+
+def _checked_optimize(optimize: Any, subscripts: Any = None, n_operands: int | None = None) -> Any:
+    """``optimize=`` normalised: an explicit path's positions must be ints (never truncated
+    floats) within range for ``n_operands`` (checked once they match the string's terms, so a
+    miscount is reported as such); an unknown preset is an `OptionError`."""
+    if isinstance(optimize, (list, tuple)):
+        for pair in optimize:
+            if isinstance(pair, (list, tuple)):
+                for k in pair:
+                    if isinstance(k, bool) or not hasattr(type(k), "__index__"):
+                        raise TypeError(f"optimize= path entries must be tuples of ints (operand "
+                                        f"positions): {tuple(pair)!r} holds {k!r:.40}; write e.g. [(0, 1)]")
+    try:
+        normalised = normalise_optimize(optimize)
+    except ContractionError:
+        raise
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if isinstance(normalised, tuple) and n_operands is not None and isinstance(subscripts, str):
+        try:
+            terms = len(parse(subscripts).inputs)
+        except ContractionError:
+            return normalised  # the call reports the string's own error
+        if terms == n_operands:
+            _checked_path(normalised, n_operands)
+    return normalised
+
+
+def _checked_backend(name: Any) -> Backend:
+    """The backend named ``name``; an unknown name is an `OptionError`, a non-str a `TypeError`."""
+    if not isinstance(name, str):
+        raise TypeError(f"backend= must be a backend name such as 'numpy', 'jax' or 'torch', "
+                        f"not {type(name).__name__}")
+    try:
+        return backend_named(name)
+    except ValueError as exc:
+        raise OptionError(f"backend={_short_repr(name)}: {exc}") from None
+
+
+def _check_axis_count(subscripts: str, ndims: Sequence[int], supplements: tuple[tuple[str, int], ...],
+                      what: str, verb: str) -> None:
+    """An `OptionError` when the expansion would need more distinct axes than can be named
+    (only ever reachable with bare ndims or huge shape tuples)."""
+    if sum(ndims) <= MAX_AXES:
+        return  # every distinct axis is an axis of some operand
+    parsed, lengths = solve_call(subscripts, tuple(ndims), supplements, what=what)
+    letters = {ch for term in parsed.terms for ch in term if not ch.isupper()}
+    total = sum(lengths) + len(letters)
+    if total > MAX_AXES:
+        big = ", ".join(f"{g}={n:,}" for g, n in zip(parsed.groups, lengths) if n)
+        raise OptionError(
+            f"{verb}: {quoted(subscripts)} would expand to {total:,} distinct axes (group lengths "
+            f"{big}), more than the {MAX_AXES:,} an einsum string can name; check the ndims or "
+            "shapes passed")

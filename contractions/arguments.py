@@ -14,7 +14,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import OperandCountError, SupplementError
+from .errors import OperandCountError, SupplementError, quoted
 from .parser import ParsedSubscripts
 
 __all__ = ["NUMPY_EINSUM_KEYWORDS", "normalise_supplements", "check_operand_count"]
@@ -69,7 +69,7 @@ def check_operand_count(parsed: ParsedSubscripts, count: int, what: str = "opera
     """Raise `OperandCountError` unless ``count`` (operands, shapes or ndims) fits the terms."""
     if count != len(parsed.inputs):
         raise OperandCountError(
-            f"{parsed.subscripts!r} has {len(parsed.inputs)} input term"
+            f"{quoted(parsed.subscripts)} has {len(parsed.inputs)} input term"
             f"{'s' if len(parsed.inputs) != 1 else ''} but {count} {what}"
             f"{'s were' if count != 1 else ' was'} given; pass one {what} per term, in order."
         )

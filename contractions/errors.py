@@ -19,6 +19,7 @@ __all__ = [
     "OperandCountError",
     "SizeMismatchError",
     "SupplementError",
+    "OptionError",
     "caret_line",
     "quoted",
     "QUOTE_LIMIT",
@@ -56,6 +57,12 @@ class SupplementError(ContractionError, TypeError):
     It is both a `ContractionError` and a `TypeError` (keyword misuse), so either
     ``except`` clause catches it.
     """
+
+
+class OptionError(ContractionError):
+    """A keyword option has a value outside its documented set: an unknown ``optimize=``
+    preset or ``backend=`` name, a ``memory_limit=`` that is not a positive finite size, a
+    group length that is not a whole number of axes, or more axes than can be named."""
 
 
 QUOTE_LIMIT = 120

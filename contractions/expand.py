@@ -21,6 +21,7 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .errors import SupplementError, quoted
 from .parser import ParsedSubscripts, is_group, parse
 
 __all__ = ["Expansion", "expansion", "expand", "symbol_past_letters", "EXPAND_CACHE_SIZE"]
@@ -163,10 +164,27 @@ def expansion(subscripts: str, lengths: Mapping[str, int]) -> Expansion:
     'ii->'
     """
     parsed = parse(subscripts)
+    if not isinstance(lengths, Mapping):
+        raise TypeError(f"expansion: lengths must be a mapping of group to number of axes, e.g. "
+                        f"{{'W': 2}}, not {type(lengths).__name__}")
     missing = [g for g in parsed.groups if g not in lengths]
     if missing:
-        raise KeyError(f"no length given for group(s) {', '.join(missing)} of {subscripts!r}")
-    return expand(parsed, tuple(int(lengths[g]) for g in parsed.groups))
+        raise SupplementError(f"expansion: no length given for group(s) {', '.join(missing)} of "
+                              f"{quoted(subscripts)}; pass every group's number of axes")
+    extra = [g for g in lengths if g not in parsed.groups]
+    if extra:
+        raise SupplementError(f"expansion: {', '.join(map(repr, extra))} is not a group of "
+                              f"{quoted(subscripts)} (its groups: {', '.join(parsed.groups) or 'none'})")
+    values = []
+    for g in parsed.groups:
+        n = lengths[g]
+        if isinstance(n, bool) or not hasattr(type(n), "__index__"):
+            raise TypeError(f"expansion: the length of group {g} must be an int number of axes, "
+                            f"got {type(n).__name__} ({n!r:.40})")
+        if n < 0:
+            raise SupplementError(f"expansion: group {g} has length {n}; a group has 0 or more axes")
+        values.append(int(n))
+    return expand(parsed, tuple(values))
 
 
 def shape_ndims(shapes_or_ndims: Sequence[object]) -> tuple[int, ...]:

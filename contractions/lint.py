@@ -1,20 +1,22 @@
 """`contractions check` (the call-site linter) and `contractions scan`, without running the code.
 
-    contractions check PATH... [--exclude GLOB]...          # `path:line: finding` per line
-    contractions scan PATH... [--json] [--exclude GLOB]...  # the vocabulary and call sites
+    contractions check PATH... [--json] [--exclude GLOB]...  # `path:line:col: CODE finding`
+    contractions scan PATH... [--json] [--exclude GLOB]...   # the vocabulary and call sites
 
 The source is read, never imported, by the harness's AST scanner (`contractions.testing.scan`,
 standard library only), and each literal call site is judged with the library's public
-`parse` and `identifiability`, from the string alone, exactly as the call would. Exit status:
-0 no findings, 1 findings, 2 usage error (docs/harness.md).
+`parse` and `identifiability`, from the string alone, exactly as the call would: calls of
+`contract`, `contract_expression`, `contract_path` and `explain`. Each finding carries a rule
+code (`CHECK_CODES`, and `FILE_CODES` for files that cannot be read). Exit status: 0 no
+findings, 1 findings, 2 usage error (docs/harness.md).
 
 >>> import pathlib, tempfile
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> _ = (root / "m.py").write_text("from contractions import contract\\n"
 ...                                "y = contract('WCo,WCa->Cao', a, b)\\n")
 >>> findings = check_call_sites(scan_tree([root]).call_sites)
->>> [(f.line, f.message.split(':')[0]) for f in findings]
-[(2, "'WCo,WCa->Cao' needs a supplement the call does not pass")]
+>>> [(f.line, f.col, f.code, f.message.split(':')[0]) for f in findings]
+[(2, 5, 'CT107', "'WCo,WCa->Cao' needs a supplement the call does not pass")]
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import contractions
 from contractions import ContractionError, contract, identifiability, parse
+from contractions.errors import quoted
 from contractions.testing.scan import (
+    FILE_CODES,
+    MAX_FILE_BYTES,
     SKIPPED_DIRECTORIES,
     CallSite,
     Finding,
@@ -41,6 +47,7 @@ from contractions.testing.scan import (
 )
 
 __all__ = [
+    "CHECK_CODES",
     "EXIT_CLEAN",
     "EXIT_FINDINGS",
     "EXIT_USAGE",
@@ -53,18 +60,43 @@ __all__ = [
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
-# The keywords `contract` takes besides len_<G>, read off its signature.
-_KNOWN_KEYWORDS = frozenset(
-    p.name for p in inspect.signature(contract).parameters.values() if p.kind is p.KEYWORD_ONLY
-)
+#: The rule code of each call-site finding (docs/harness.md lists every code).
+CHECK_CODES: dict[str, str] = {
+    "malformed subscripts": "CT101",
+    "operand count": "CT102",
+    "unknown keyword": "CT103",
+    "no such group": "CT104",
+    "non-int length": "CT105",
+    "negative length": "CT106",
+    "missing supplement": "CT107",
+    "unusable supplement": "CT108",
+}
+
+
+def _keyword_only(function: object) -> frozenset[str]:
+    return frozenset(p.name for p in inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+                     if p.kind is p.KEYWORD_ONLY)
+
+
+# The keywords each checked function takes besides len_<G>, read off its signature (a function
+# this version does not have is judged with contract's).
+_KNOWN_KEYWORDS = {
+    name: _keyword_only(getattr(contractions, name, contract))
+    for name in ("contract", "contract_expression", "contract_path", "explain")
+}
 _LEN_KEYWORD = re.compile(r"len_([A-Z])")
 
 _EPILOG = f"""\
 exit status:
   0  no findings
-  1  findings, printed to stdout as path:line: message (for check: a call-site problem;
-     for both: a file that cannot be read, decoded or parsed as Python; the run goes on)
-  2  usage error: a bad option, or a PATH that does not exist
+  1  findings, printed to stdout as path:line:col: CODE message (for check: a call-site
+     problem, CT1xx; for both: a file that cannot be read, decoded or parsed as Python, is
+     over --max-file-bytes ({MAX_FILE_BYTES:,} by default), or a directory that cannot be
+     listed, CT9xx; the run goes on)
+  2  usage error: a bad option, or a PATH that does not exist or cannot be read
+
+codes:
+{chr(10).join(f"  {code}  {what}" for what, code in [*CHECK_CODES.items(), *FILE_CODES.items()])}
 
 Files given as PATH are read whatever their suffix; under a directory, *.py files are.
 Directories never entered (each one met is named on stderr):
@@ -81,60 +113,62 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _check_site(site: CallSite) -> list[str]:
-    """The findings of one literal call site (empty when it is consistent)."""
+def _check_site(site: CallSite) -> list[tuple[str, str]]:
+    """The findings of one literal call site as ``(code, message)`` (empty when consistent)."""
     s = site.subscripts
     assert s is not None
+    q = quoted(s)
     try:
         parsed = parse(s)
     except ContractionError as exc:
-        return [f"malformed subscripts {s!r}: {_first_line(exc)}"]
+        return [(CHECK_CODES["malformed subscripts"], f"malformed subscripts {q}: {_first_line(exc)}")]
 
-    messages: list[str] = []
-    if site.n_operands is not None and site.n_operands != len(parsed.inputs):
-        messages.append(
-            f"{s!r} has {len(parsed.inputs)} input term(s) but the call passes "
-            f"{site.n_operands} operand(s)"
-        )
+    # explain() with the string alone reports what it needs: no count, no missing supplement.
+    string_only = site.function == "explain" and site.n_operands == 0
+    messages: list[tuple[str, str]] = []
+    what = "shape" if site.function == "contract_expression" else "operand"
+    if site.n_operands is not None and not string_only and site.n_operands != len(parsed.inputs):
+        messages.append((CHECK_CODES["operand count"],
+                         f"{q} has {len(parsed.inputs)} input term(s) but the call passes "
+                         f"{site.n_operands} {what}(s)"))
+    known = _KNOWN_KEYWORDS.get(site.function, _KNOWN_KEYWORDS["contract"])
     for name in site.other_keywords:
-        if name not in _KNOWN_KEYWORDS:
-            messages.append(
-                f"unknown keyword {name!r} for {s!r} (a group length is written len_<G>=n)"
-            )
+        if name not in known:
+            messages.append((CHECK_CODES["unknown keyword"],
+                             f"unknown keyword {name!r} for {site.function}({q}) (a group length "
+                             "is written len_<G>=n)"))
     literals = site.literals
     supplied: list[str] = []
     for name, value in site.len_keywords:
         match = _LEN_KEYWORD.fullmatch(name)
         if match is None or match.group(1) not in parsed.groups:
             groups = ", ".join(parsed.groups) or "none"
-            messages.append(
-                f"{name} is passed but {s!r} has no such group (its groups: {groups}); "
-                "remove it or fix the string"
-            )
+            messages.append((CHECK_CODES["no such group"],
+                             f"{name} is passed but {q} has no such group (its groups: {groups}); "
+                             "remove it or fix the string"))
             continue
         if name in literals and value is None:
             written = literals[name]
-            messages.append(
-                f"{name}={written!r} is a {type(written).__name__}, not an int; a group length "
-                f"is a whole number of axes, e.g. {name}=1"
-            )
+            messages.append((CHECK_CODES["non-int length"],
+                             f"{name}={written!r:.60} is a {type(written).__name__}, not an int; a "
+                             f"group length is a whole number of axes, e.g. {name}=1"))
         elif value is not None and value < 0:
-            messages.append(f"{name}={value} is negative; a group has 0 or more axes")
+            messages.append((CHECK_CODES["negative length"],
+                             f"{name}={value} is negative; a group has 0 or more axes"))
         supplied.append(match.group(1))
-    if site.splats_kwargs:
-        return messages  # its supplements are not visible, so "missing" cannot be judged
+    if site.splats_kwargs or string_only:
+        return messages  # its supplements are not visible (or not needed), so "missing" cannot be judged
     try:
         info = identifiability(s, supplied=supplied)
     except ContractionError as exc:
-        return [*messages, _first_line(exc)]
+        return [*messages, (CHECK_CODES["unusable supplement"], _first_line(exc))]
     if info.needs_supplement:
         # The solver's own wording: one of several single pins, or the smallest sets.
         fix = info.describe().replace("needs", "pass", 1)
         undetermined = ", ".join(info.undetermined)
-        messages.append(
-            f"{s!r} needs a supplement the call does not pass: the string cannot decide the "
-            f"lengths of {undetermined}; {fix}"
-        )
+        messages.append((CHECK_CODES["missing supplement"],
+                         f"{q} needs a supplement the call does not pass: the string cannot decide "
+                         f"the lengths of {undetermined}; {fix}"))
     return messages
 
 
@@ -146,7 +180,8 @@ def check_call_sites(sites: Iterable[CallSite]) -> list[Finding]:
     for site in sites:
         if site.is_dynamic:
             continue
-        findings.extend(Finding(site.path, site.line, m) for m in _check_site(site))
+        findings.extend(Finding(site.path, site.line, message, site.col, code)
+                        for code, message in _check_site(site))
     return findings
 
 
@@ -173,10 +208,11 @@ def _report_skipped(report: ScanReport, err: TextIO) -> None:
 
 
 def _scan_or_usage_error(
-    command: str, paths: Sequence[str], exclude: Sequence[str], err: TextIO
+    command: str, paths: Sequence[str], exclude: Sequence[str], err: TextIO,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> ScanReport | None:
     try:
-        return scan_tree(paths, exclude=exclude)
+        return scan_tree(paths, exclude=exclude, max_file_bytes=max_file_bytes)
     except ScanError as exc:
         print(f"contractions {command}: error: {exc}", file=err)
         return None
@@ -185,29 +221,46 @@ def _scan_or_usage_error(
 def run_check(
     paths: Sequence[str],
     *,
+    as_json: bool = False,
     exclude: Sequence[str] = (),
+    max_file_bytes: int = MAX_FILE_BYTES,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """`contractions check PATH...`: print each finding as `path:line: message`.
+    """`contractions check PATH... [--json]`: print each finding as `path:line:col: CODE message`.
 
     Returns 1 when anything was found (an unreadable file included), 0 on a clean tree, 2 when
-    a path does not exist. Skipped paths and a one-line tally go to `err`.
+    a path does not exist or cannot be read. Skipped paths and a one-line tally go to `err`;
+    with `as_json`, one JSON object (findings, tally, skipped paths) goes to `out`.
     """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    report = _scan_or_usage_error("check", paths, exclude, err)
+    report = _scan_or_usage_error("check", paths, exclude, err, max_file_bytes)
     if report is None:
         return EXIT_USAGE
+    sites = report.call_sites + report.other_call_sites
     findings = sorted(
-        [*report.unreadable, *check_call_sites(report.call_sites)],
-        key=lambda f: (f.path, f.line),
+        [*report.unreadable, *check_call_sites(sites)],
+        key=lambda f: (f.path, f.line, f.col),
     )
+    literal = sum(1 for s in sites if not s.is_dynamic)
+    status = EXIT_FINDINGS if findings else EXIT_CLEAN
+    if as_json:
+        payload = {
+            "findings": [f.as_dict() for f in findings],
+            "files": len(report.files),
+            "unreadable": len(report.unreadable),
+            "literal_call_sites": literal,
+            "dynamic_call_sites": len(sites) - literal,
+            "skipped": [
+                {"path": s.path, "reason": s.reason, "is_dir": s.is_dir} for s in report.skipped
+            ],
+        }
+        print(json.dumps(payload, indent=2), file=out)
+        return status
     for finding in findings:
         print(finding, file=out)
     _report_skipped(report, err)
-    sites = report.call_sites
-    literal = sum(1 for s in sites if not s.is_dynamic)
     unreadable = f", {len(report.unreadable)} unreadable" if report.unreadable else ""
     print(
         f"contractions check: {len(findings)} finding(s) in {len(report.files)} file(s)"
@@ -215,11 +268,11 @@ def run_check(
         "not checked)",
         file=err,
     )
-    return EXIT_FINDINGS if findings else EXIT_CLEAN
+    return status
 
 
 def _describe_site(site: CallSite) -> str:
-    subscripts = "dynamic" if site.subscripts is None else repr(site.subscripts)
+    subscripts = "dynamic" if site.subscripts is None else quoted(site.subscripts)
     keywords = [f"{name}={site.keyword_source(name)}" for name, _ in site.len_keywords]
     if site.splats_kwargs:
         keywords.append("**kwargs")
@@ -231,6 +284,7 @@ def run_scan(
     *,
     as_json: bool = False,
     exclude: Sequence[str] = (),
+    max_file_bytes: int = MAX_FILE_BYTES,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -241,7 +295,7 @@ def run_scan(
     """
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
-    report = _scan_or_usage_error("scan", paths, exclude, err)
+    report = _scan_or_usage_error("scan", paths, exclude, err, max_file_bytes)
     if report is None:
         return EXIT_USAGE
     status = EXIT_FINDINGS if report.unreadable else EXIT_CLEAN
@@ -252,9 +306,8 @@ def run_scan(
                 for v in report.vocabulary
             ],
             "call_sites": [site.as_dict() for site in report.call_sites],
-            "unreadable": [
-                {"path": f.path, "line": f.line, "message": f.message} for f in report.unreadable
-            ],
+            "other_call_sites": [site.as_dict() for site in report.other_call_sites],
+            "unreadable": [f.as_dict() for f in report.unreadable],
             "skipped": [
                 {"path": s.path, "reason": s.reason, "is_dir": s.is_dir} for s in report.skipped
             ],
@@ -273,6 +326,10 @@ def run_scan(
     print(f"call sites: {len(report.call_sites)}", file=out)
     for site in report.call_sites:
         print(f"  {_describe_site(site)}", file=out)
+    print(f"other call sites (contract_expression, contract_path, explain): "
+          f"{len(report.other_call_sites)}", file=out)
+    for site in report.other_call_sites:
+        print(f"  {_describe_site(site)}", file=out)
     if report.unreadable:
         print(f"unreadable files: {len(report.unreadable)}", file=out)
         for finding in report.unreadable:
@@ -286,9 +343,10 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     check = subparsers.add_parser(
         "check",
         help="lint contract() call sites under PATHs (exit 0 clean, 1 findings, 2 usage error)",
-        description="Lint every literal contract() call site under PATHs, from the source "
-        "alone: a missing or unknown len_*, a non-int len_* value, an operand count that "
-        "differs from the term count, a malformed string.",
+        description="Lint every literal call site of contract(), contract_expression(), "
+        "contract_path() and explain() under PATHs, from the source alone: a missing or "
+        "unknown len_*, a non-int len_* value, an operand count that differs from the term "
+        "count, a malformed string.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -307,11 +365,23 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
             help="skip files and directories whose name, path relative to PATH, or path as "
             "given matches GLOB (repeatable), e.g. --exclude 'tests/*' --exclude '*_pb2.py'",
         )
-    scan.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument(
+            "--max-file-bytes", type=_positive_int, default=MAX_FILE_BYTES, metavar="N",
+            help=f"a file larger than N bytes is a finding (CT903), not read (default {MAX_FILE_BYTES:,})",
+        )
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of bytes")
+    return int(text)
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed `check` or `scan` command."""
     if args.command == "check":
-        return run_check(args.paths, exclude=args.exclude)
-    return run_scan(args.paths, as_json=args.json, exclude=args.exclude)
+        return run_check(args.paths, as_json=args.json, exclude=args.exclude,
+                         max_file_bytes=args.max_file_bytes)
+    return run_scan(args.paths, as_json=args.json, exclude=args.exclude,
+                    max_file_bytes=args.max_file_bytes)

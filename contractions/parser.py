@@ -10,17 +10,19 @@ Pure and array-free: this module only reads text.  The result is a frozen
 
 from __future__ import annotations
 
-import functools
 import re
 import string
 from dataclasses import dataclass
 from typing import NoReturn
 
+from .caching import byte_bounded_cache
 from .errors import CARET_WINDOW, SubscriptsSyntaxError, caret_line, quoted
 
-__all__ = ["ParsedSubscripts", "parse", "is_group", "PARSE_CACHE_SIZE"]
+__all__ = ["ParsedSubscripts", "parse", "is_group", "PARSE_CACHE_SIZE", "PARSE_CACHE_BYTES"]
 
 PARSE_CACHE_SIZE = 4096
+PARSE_CACHE_BYTES = 64 * 2**20
+"""Bytes the parse cache may hold (strings and their parses); see `contractions.caching`."""
 
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -100,7 +102,7 @@ def _has_space(s: str) -> bool:
     return not s.isascii() or any(ch in s for ch in _ASCII_SPACE)
 
 
-@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=PARSE_CACHE_SIZE, maxbytes=PARSE_CACHE_BYTES)
 def _parse(s: str) -> ParsedSubscripts:
     # Character classes first: the caret points at the first offending run.
     bad = _BAD_CHARACTER.search(s) if _has_bad_character(s) else None

@@ -21,14 +21,15 @@ gives the same expanded einsum.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from .arguments import check_operand_count, normalise_supplements
+from .caching import byte_bounded_cache
 from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
 from .parser import ParsedSubscripts, is_group, parse
 
@@ -40,9 +41,12 @@ __all__ = [
     "solve_lengths",
     "solve_call",
     "SOLVE_CACHE_SIZE",
+    "SOLVE_CACHE_BYTES",
 ]
 
 SOLVE_CACHE_SIZE = 4096
+SOLVE_CACHE_BYTES = 64 * 2**20
+"""Bytes each solver cache may hold (keys hold the parsed string); see `contractions.caching`."""
 
 
 # --------------------------------------------------------------------------- runs
@@ -60,7 +64,7 @@ def _always_followed_by(parsed: ParsedSubscripts, first: str, second: str) -> bo
     return True
 
 
-@functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
 def _runs_of(parsed: ParsedSubscripts) -> tuple[tuple[str, ...], ...]:
     successor: dict[str, str] = {}
     for g in parsed.groups:
@@ -95,46 +99,93 @@ def co_travelling_runs(subscripts: str) -> tuple[tuple[str, ...], ...]:
 
 
 # -------------------------------------------------------------------- linear algebra
-def _eliminate(rows: list[list[Fraction]], ncols: int) -> list[int]:
-    """Reduce ``rows`` in place to reduced row echelon form over their first ``ncols``
-    columns (extra columns ride along); return the pivot column of each leading row."""
-    pivots: list[int] = []
-    r = 0
-    for c in range(ncols):
-        pivot_row = next((i for i in range(r, len(rows)) if rows[i][c] != 0), None)
-        if pivot_row is None:
-            continue
-        rows[r], rows[pivot_row] = rows[pivot_row], rows[r]
-        scale = rows[r][c]
-        rows[r] = [v / scale for v in rows[r]]
-        for i in range(len(rows)):
-            if i != r and rows[i][c] != 0:
-                factor = rows[i][c]
-                rows[i] = [a - factor * b for a, b in zip(rows[i], rows[r])]
-        pivots.append(c)
-        r += 1
-        if r == len(rows):
-            break
-    return pivots
+@dataclass
+class _Row:
+    """A reduced equation: 1 at its pivot, 0 at every other pivot; ``combination`` records
+    which original equations (by index) it is made of, and with which factors."""
+
+    coefficients: list[Fraction]
+    rhs: Fraction
+    combination: dict[int, Fraction]
 
 
-def _coefficients(parsed: ParsedSubscripts, supplied: Iterable[str]) -> list[list[Fraction]]:
-    rows = [[Fraction(int(g in term)) for g in parsed.groups] for term in parsed.inputs]
-    for name in supplied:
-        rows.append([Fraction(int(g == name)) for g in parsed.groups])
-    return rows
+class _System:
+    """The group-length equations, reduced one at a time (exact, `Fraction`).
+
+    At most one row per group survives, so adding an equation costs O(groups^2) when it
+    raises the rank or clashes, and otherwise (the common case: thousands of terms repeating a
+    few group sets) one comparison of packed integers: an equation is implied by the rows so
+    far exactly when it equals the sum of the rows at its ones' pivots (reduced form), which
+    `_packed` checks as one integer sum per equation.  Repeated equations are skipped outright.
+    Solving a string of n terms is therefore linear in n.
+    """
+
+    def __init__(self, ncols: int) -> None:
+        self.ncols = ncols
+        self.rows: dict[int, _Row] = {}
+        self._seen: set[tuple[frozenset[int], int]] = set()
+        self._repack()
+
+    def _repack(self) -> None:
+        rows = self.rows.values()
+        self._scale = math.lcm(*(x.denominator for r in rows for x in (*r.coefficients, r.rhs)))
+        top = max((abs(x) * self._scale for r in rows for x in r.coefficients), default=0)
+        self._width = int(2 * (self.ncols + 1) * max(top, self._scale)).bit_length() + 1
+        self._packed = {p: sum(int(x * self._scale) << (c * self._width)
+                               for c, x in enumerate(r.coefficients) if x)
+                        for p, r in self.rows.items()}
+        self._scaled_rhs = {p: int(r.rhs * self._scale) for p, r in self.rows.items()}
+
+    def _implied(self, ones: frozenset[int], rhs: int) -> bool:
+        pivots = [c for c in ones if c in self._packed]
+        unit = sum(1 << (c * self._width) for c in ones)
+        return (sum(self._packed[p] for p in pivots) == self._scale * unit
+                and sum(self._scaled_rhs[p] for p in pivots) == self._scale * rhs)
+
+    def add(self, index: int, ones: frozenset[int], rhs: int) -> list[int] | None:
+        """Add equation ``index`` (sum of the ``ones`` columns = ``rhs``); return the indices
+        of the equations it contradicts together with, or None when consistent."""
+        if (ones, rhs) in self._seen:
+            return None
+        self._seen.add((ones, rhs))
+        if self._implied(ones, rhs):
+            return None
+        v = [Fraction(int(c in ones)) for c in range(self.ncols)]
+        r = Fraction(rhs)
+        combination = {index: Fraction(1)}
+        for p, row in self.rows.items():
+            f = v[p]
+            if f:
+                v = [a - f * b for a, b in zip(v, row.coefficients)]
+                r -= f * row.rhs
+                for j, g in row.combination.items():
+                    combination[j] = combination.get(j, Fraction(0)) - f * g
+        pivot = next((c for c in range(self.ncols) if v[c]), None)
+        if pivot is None:  # implied coefficients, a different right-hand side
+            return sorted(j for j, f in combination.items() if f)
+        scale = v[pivot]
+        new = _Row([a / scale for a in v], r / scale, {j: f / scale for j, f in combination.items()})
+        for row in self.rows.values():
+            f = row.coefficients[pivot]
+            if f:
+                row.coefficients = [a - f * b for a, b in zip(row.coefficients, new.coefficients)]
+                row.rhs -= f * new.rhs
+                for j, g in new.combination.items():
+                    row.combination[j] = row.combination.get(j, Fraction(0)) - f * g
+        self.rows[pivot] = new
+        self._repack()
+        return None
 
 
-def _null_space(rows: list[list[Fraction]], pivots: list[int], ncols: int) -> list[list[Fraction]]:
-    free = [c for c in range(ncols) if c not in pivots]
-    basis = []
-    for f in free:
-        v = [Fraction(0)] * ncols
-        v[f] = Fraction(1)
-        for row, p in zip(rows, pivots):
-            v[p] = -row[f]
-        basis.append(v)
-    return basis
+def _equations(parsed: ParsedSubscripts, labels: Callable[[int], str],
+               equations: list[tuple[frozenset[int], int]], involved: Iterable[int]) -> str:
+    """The original equations ``involved``, one per line, labelled."""
+    lines = []
+    for j in involved:
+        ones, rhs = equations[j]
+        lhs = " + ".join(g for c, g in enumerate(parsed.groups) if c in ones) or "0"
+        lines.append(f"  {labels(j)}:  {lhs} = {rhs}")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ identifiability
@@ -280,7 +331,7 @@ def _exchange(rows: dict[int, list[int]], out: int, into: int, column: int) -> d
     return new
 
 
-@functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
 def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Identifiability:
     """The string-level analysis (docs/solver.md, "The algorithm, briefly").
 
@@ -406,17 +457,27 @@ def identifiability(subscripts: str, supplied: Iterable[str] = ()) -> Identifiab
     False
     """
     parsed = parse(subscripts)
-    names = [g[4:] if g.startswith("len_") else g for g in supplied]
-    return _identifiability(parsed, _check_supplied(parsed, names))
+    return _identifiability(parsed, _check_supplied(parsed, _supplied_names(supplied)))
+
+
+def _supplied_names(supplied: Any) -> list[str]:
+    """``supplied=`` as group names; a bare string or a non-string name is a `TypeError`
+    (a string would otherwise be read one character at a time)."""
+    if isinstance(supplied, str) or not isinstance(supplied, Iterable):
+        hint = f"supplied=[{supplied!r}]" if isinstance(supplied, str) and len(supplied) < 40 else "supplied=['W']"
+        raise TypeError(f"supplied= must be a collection of group names (e.g. ['W'] or ['len_W']), not "
+                        f"{type(supplied).__name__}; write {hint}")
+    names = []
+    for name in supplied:
+        if not isinstance(name, str):
+            raise TypeError(f"supplied= holds {name!r} ({type(name).__name__}); each entry names a "
+                            "group, as 'W' or 'len_W'")
+        names.append(name[4:] if name.startswith("len_") else name)
+    return names
 
 
 # ------------------------------------------------------------------------- solving
-def _equation_text(parsed: ParsedSubscripts, coeffs: Sequence[Fraction], rhs: Fraction) -> str:
-    lhs = " + ".join(g for g, c in zip(parsed.groups, coeffs) if c != 0) or "0"
-    return f"{lhs} = {rhs}"
-
-
-@functools.lru_cache(maxsize=SOLVE_CACHE_SIZE)
+@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
 def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
           supplements: tuple[tuple[str, int], ...] = ()) -> tuple[int, ...]:
     """Group lengths (in ``parsed.groups`` order) for these ndims and ``(group, n)`` pins.
@@ -431,10 +492,9 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     if info.undetermined:
         raise UnderdeterminedError(_underdetermined_message(info))
 
-    labels: list[str] = []
-    for k, (term, nd) in enumerate(zip(parsed.inputs, ndims)):
-        nlower = parsed.lowercase_count(k)
-        has_group = any(is_group(ch) for ch in term)
+    counts = [parsed.lowercase_count(k) for k in range(len(ndims))]
+    for k, (term, nd, nlower) in enumerate(zip(parsed.inputs, ndims, counts)):
+        has_group = len(term) > nlower
         if nd < nlower or (not has_group and nd != nlower):
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
@@ -443,46 +503,33 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
                 f"{' plus its groups' if has_group else ''}). Check the operand order and "
                 f"that operand {k} is the array you meant."
             )
-        labels.append(f"operand {k}, term {quoted(term)}, ndim {nd}")
-    for g, n in supplements:
-        labels.append(f"len_{g}={n}")
+
+    def labels(j: int) -> str:
+        if j < len(ndims):
+            return f"operand {j}, term {quoted(parsed.inputs[j])}, ndim {ndims[j]}"
+        g, n = supplements[j - len(ndims)]
+        return f"len_{g}={n}"
 
     n_groups = len(parsed.groups)
-    n_eq = len(labels)
-    coeffs = _coefficients(parsed, [g for g, _ in supplements])
-    rhs = [Fraction(nd - parsed.lowercase_count(k)) for k, nd in enumerate(ndims)]
-    rhs += [Fraction(n) for _, n in supplements]
-    # Augment with [rhs | identity] so each reduced row remembers which original
-    # equations it combines; that is what lets the error name the culprits.
-    rows = [c + [r] + [Fraction(int(i == j)) for j in range(n_eq)]
-            for i, (c, r) in enumerate(zip(coeffs, rhs))]
-    originals = [list(r) for r in rows]
-    pivots = _eliminate(rows, n_groups)
-
-    def _equations(involved: list[int]) -> str:
-        return "\n".join(
-            f"  {labels[j]}:  {_equation_text(parsed, originals[j][:n_groups], originals[j][n_groups])}"
-            for j in involved)
-
-    def culprits(row: list[Fraction]) -> str:
-        return _equations([j for j in range(n_eq) if row[n_groups + 1 + j] != 0])
-
-    for row in rows[len(pivots):]:
-        if row[n_groups] != 0:
+    column = {g: c for c, g in enumerate(parsed.groups)}
+    equations = [(frozenset(column[g] for g in term if is_group(g)), nd - nlower)
+                 for term, nd, nlower in zip(parsed.inputs, ndims, counts)]
+    equations += [(frozenset((column[g],)), n) for g, n in supplements]
+    system = _System(n_groups)
+    for j, (ones, rhs) in enumerate(equations):
+        clash = system.add(j, ones, rhs)
+        if clash is not None:
             raise InconsistentError(
                 f"inconsistent operands for {quoted(s)}: these group-length equations cannot all hold\n"
-                f"{culprits(row)}\n"
+                f"{_equations(parsed, labels, equations, clash)}\n"
                 "Check the operand order (operands follow the input terms left to right), "
                 "each operand's ndim, and any len_* you passed."
             )
 
-    null = _null_space(rows, pivots, n_groups)
-    determined = [all(v[c] == 0 for v in null) for c in range(n_groups)]
-    particular = [Fraction(0)] * n_groups
-    pivot_row = {}
-    for r, p in enumerate(pivots):
-        particular[p] = rows[r][n_groups]
-        pivot_row[p] = r
+    free_columns = [c for c in range(n_groups) if c not in system.rows]
+    determined = [c in system.rows and all(system.rows[c].coefficients[f] == 0 for f in free_columns)
+                  for c in range(n_groups)]
+    particular = [system.rows[c].rhs if c in system.rows else Fraction(0) for c in range(n_groups)]
     index = {g: i for i, g in enumerate(parsed.groups)}
     values = list(particular)
     for run in info.runs:
@@ -502,14 +549,13 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         if v < 0 or v.denominator != 1:
             g = parsed.groups[c]
             what = f"{v} (negative)" if v < 0 else f"{v} (not a whole number)"
-            # The value came from the pivot rows of its run's members; their identity
-            # columns record every original equation that went into it.
-            source_rows = [rows[pivot_row[m]] for m in run_of[c] if m in pivot_row]
-            involved = [j for j in range(n_eq)
-                        if any(row[n_groups + 1 + j] != 0 for row in source_rows)]
+            # The value came from the pivot rows of its run's members; each row records
+            # every original equation that went into it.
+            involved = sorted({j for m in run_of[c] if m in system.rows
+                               for j, f in system.rows[m].combination.items() if f})
             raise InconsistentError(
                 f"inconsistent operands for {quoted(s)}: group {g!r} would have {what} axes from\n"
-                f"{_equations(involved)}\n"
+                f"{_equations(parsed, labels, equations, involved)}\n"
                 "Check the operand order (operands follow the input terms left to right), "
                 "each operand's ndim, and any len_* you passed."
             )
@@ -543,9 +589,29 @@ def solve_lengths(subscripts: str, ndims: Sequence[int], **len_groups: int) -> d
     >>> solve_lengths('WKCi,Cio->WKCo', (5, 3))   # W, K co-travel: total 3, split canonically
     {'W': 3, 'K': 0, 'C': 1}
     """
-    ndims = tuple(operator.index(n) for n in ndims)
+    ndims = _checked_ndims(ndims)
     parsed, lengths = solve_call(subscripts, ndims, normalise_supplements(len_groups), what="ndim")
     return dict(zip(parsed.groups, lengths))
+
+
+def _checked_ndims(ndims: Any) -> tuple[int, ...]:
+    """``ndims`` as a tuple of ints; a non-int or negative entry is named by its position."""
+    if isinstance(ndims, (str, bytes)) or not isinstance(ndims, Iterable):
+        raise TypeError(f"solve_lengths: ndims must be a sequence of ints (one per input term), not "
+                        f"{type(ndims).__name__}")
+    out = []
+    for k, n in enumerate(ndims):
+        if isinstance(n, bool) or type(n).__name__ == "bool_":
+            raise TypeError(f"solve_lengths: ndim {k} is a bool ({n!r}); pass the operand's ndim as an int")
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError(f"solve_lengths: ndim {k} must be an int, got {type(n).__name__} "
+                            f"({n!r:.40}); pass the operand's ndim, e.g. x.ndim") from None
+        if n < 0:
+            raise InconsistentError(f"solve_lengths: ndim {k} is {n}; an ndim is 0 or more")
+        out.append(n)
+    return tuple(out)
 
 
 def solve_call(subscripts: str, ndims: tuple[int, ...], supplements: tuple[tuple[str, int], ...],

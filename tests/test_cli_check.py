@@ -89,10 +89,10 @@ def test_findings_are_reported_at_path_and_line_with_exit_1(tmp_path: Path) -> N
     assert code == 1
     assert len(lines) == 3, lines
     missing, typo, malformed = lines
-    assert missing.startswith(f"{path}:4: 'WCo,WCa->Cao' needs a supplement")
+    assert missing.startswith(f"{path}:4:12: CT107 'WCo,WCa->Cao' needs a supplement")
     assert "pass one of len_W, len_C" in missing   # the solver's own describe() wording
-    assert typo.startswith(f"{path}:7: len_w is passed but 'Wa,ab->Wb' has no such group")
-    assert malformed.startswith(f"{path}:10: malformed subscripts 'W...a->Wa'")
+    assert typo.startswith(f"{path}:7:12: CT104 len_w is passed but 'Wa,ab->Wb' has no such group")
+    assert malformed.startswith(f"{path}:10:12: CT101 malformed subscripts 'W...a->Wa'")
 
 
 def test_other_call_site_mistakes(tmp_path: Path) -> None:
@@ -112,9 +112,10 @@ def test_other_call_site_mistakes(tmp_path: Path) -> None:
     code, lines, _ = check(path)
     assert code == 1
     assert lines == [
-        f"{path}:2: 'Wa,ab->Wb' has 2 input term(s) but the call passes 1 operand(s)",
-        f"{path}:3: len_W=-1 is negative; a group has 0 or more axes",
-        f"{path}:4: unknown keyword 'lenW' for 'Wa->Wa' (a group length is written len_<G>=n)",
+        f"{path}:2:1: CT102 'Wa,ab->Wb' has 2 input term(s) but the call passes 1 operand(s)",
+        f"{path}:3:1: CT106 len_W=-1 is negative; a group has 0 or more axes",
+        f"{path}:4:1: CT103 unknown keyword 'lenW' for contract('Wa->Wa') (a group length is "
+        "written len_<G>=n)",
     ]  # line 5 splats **opts (cannot be judged); line 6 passes a valid alternative supplement;
     # line 7 passes contract's own keywords
 
@@ -129,7 +130,7 @@ def test_a_non_int_len_value_is_a_finding(tmp_path: Path, written: str, kind: st
     code, lines, _ = check(path)
     assert code == 1
     assert lines == [
-        f"{path}:2: len_W={written} is a {kind}, not an int; a group length is a whole number "
+        f"{path}:2:1: CT105 len_W={written} is a {kind}, not an int; a group length is a whole number "
         "of axes, e.g. len_W=1"
     ]  # and no second finding claiming the supplement is missing
 
@@ -149,7 +150,7 @@ def test_star_import_and_concatenated_literal_are_judged(tmp_path: Path) -> None
     assert code == 1
     # One finding for the whole string; 'WCa->Cao' alone (a fragment) would need nothing.
     assert len(lines) == 1 and lines[0].startswith(
-        f"{path}:2: 'WCo,WCa->Cao' needs a supplement the call does not pass"
+        f"{path}:2:5: CT107 'WCo,WCa->Cao' needs a supplement the call does not pass"
     )
 
 
@@ -163,14 +164,14 @@ def test_an_unparsable_or_undecodable_file_is_a_finding_and_the_run_goes_on(tmp_
     code, lines, tally = check(tmp_path)
     assert code == 1
     assert lines[:2] == [
-        f"{broken}:4: 'WCo,WCa->Cao' needs a supplement the call does not pass: the string "
-        "cannot decide the lengths of W, C; pass one of len_W, len_C",
-        f"{broken}:7: len_w is passed but 'Wa,ab->Wb' has no such group (its groups: W); "
+        f"{broken}:4:12: CT107 'WCo,WCa->Cao' needs a supplement the call does not pass: the "
+        "string cannot decide the lengths of W, C; pass one of len_W, len_C",
+        f"{broken}:7:12: CT104 len_w is passed but 'Wa,ab->Wb' has no such group (its groups: W); "
         "remove it or fix the string",
     ]
-    assert lines[2].startswith(f"{broken}:10: malformed subscripts 'W...a->Wa': ")
-    assert lines[3] == f"{syntax}:2: not valid Python: invalid syntax"
-    assert lines[4].startswith(f"{latin}:2: cannot decode as utf-8: invalid continuation byte")
+    assert lines[2].startswith(f"{broken}:10:12: CT101 malformed subscripts 'W...a->Wa': ")
+    assert lines[3] == f"{syntax}:2:7: CT905 not valid Python: invalid syntax"
+    assert lines[4].startswith(f"{latin}:2:1: CT902 cannot decode as utf-8: invalid continuation byte")
     assert len(lines) == 5
     assert "5 finding(s) in 3 file(s), 2 unreadable" in tally
 
@@ -188,7 +189,7 @@ def test_files_are_decoded_as_python_decodes_them(tmp_path: Path) -> None:
     code, lines, _ = check(tmp_path)
     assert code == 1
     assert [line.split(": ", 1)[0] for line in lines] == [
-        f"{tmp_path / 'bom.py'}:2", f"{tmp_path / 'latin.py'}:3", f"{tmp_path / 'wrong.py'}:1"
+        f"{tmp_path / 'bom.py'}:2:1", f"{tmp_path / 'latin.py'}:3:1", f"{tmp_path / 'wrong.py'}:1:1"
     ]
     assert "needs a supplement" in lines[0] and "needs a supplement" in lines[1]
     assert "cannot decode: unknown encoding" in lines[2]
@@ -281,7 +282,8 @@ def test_scan_json_lists_vocabulary_call_sites_and_unreadable_files(tmp_path: Pa
         (10, "dynamic", {}),
     ]
     assert payload["unreadable"] == [
-        {"path": str(bad), "line": 1, "message": "not valid Python: invalid syntax"}
+        {"path": str(bad), "line": 1, "col": 7, "code": "CT905",
+         "message": "not valid Python: invalid syntax"}
     ]
 
 
@@ -314,7 +316,7 @@ def test_python_dash_m_contractions_check_end_to_end(tmp_path: Path) -> None:
 
     proc = check_cli()
     assert proc.returncode == 1, proc.stderr
-    assert proc.stdout.splitlines()[0].startswith(f"{path}:4: 'WCo,WCa->Cao' needs a supplement")
+    assert proc.stdout.splitlines()[0].startswith(f"{path}:4:12: CT107 'WCo,WCa->Cao' needs a supplement")
     write(tmp_path, "broken.py", CLEAN)
     proc = check_cli()
     assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr

@@ -48,6 +48,7 @@ ENGINE_MODULES = (
     "contractions.backends.numpy_backend",
     "contractions.api",
     "contractions.errors",
+    "contractions.caching",
 )
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")

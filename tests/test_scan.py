@@ -146,7 +146,7 @@ def test_unreadable_files_are_findings_and_special_files_skips(tmp_path: Path) -
     os.mkfifo(tmp_path / "c_fifo.py")
     (tmp_path / "d_loop.py").symlink_to(tmp_path / "d_loop.py")
     report = scan_tree([tmp_path])
-    assert [str(f) for f in report.unreadable] == [f"{tmp_path / 'a_bad.py'}:1: not valid Python: invalid syntax"]
+    assert [str(f) for f in report.unreadable] == [f"{tmp_path / 'a_bad.py'}:1:7: CT905 not valid Python: invalid syntax"]
     assert [s.subscripts for s in report.call_sites] == ["Wa->Wa"]  # the scan went on
     assert report.skipped == (
         Skipped(str(tmp_path / "c_fifo.py"), "a FIFO, not a regular file"),
@@ -162,7 +162,7 @@ def test_missing_path_and_syntax_errors_are_reported(tmp_path: Path) -> None:
     with pytest.raises(ScanError, match="no such file"):
         scan_tree([tmp_path / "nope"])
     bad = write(tmp_path, "bad.py", "def f(:\n")
-    with pytest.raises(ScanError, match=r"bad\.py:1: not valid Python"):
+    with pytest.raises(ScanError, match=r"bad\.py:1:7: CT905 not valid Python"):
         scan_call_sites([bad])
 
 

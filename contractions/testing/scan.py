@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "CHECKED_FUNCTIONS",
+    "FILE_CODES",
     "IGNORE_PRAGMA",
+    "MAX_FILE_BYTES",
     "SKIPPED_DIRECTORIES",
     "CallSite",
     "Finding",
@@ -57,6 +60,25 @@ _DIALECT_CHARS = re.compile(r"[A-Za-z,\->\s]*")
 _UPPERCASE = re.compile(r"[A-Z]")
 _LETTER = re.compile(r"[A-Za-z]")
 
+#: Largest source file read, in bytes; a larger one is a finding (FILE_CODES["too large"]),
+#: not read: parsing tens of megabytes of Python takes minutes and gigabytes.
+MAX_FILE_BYTES = 2_000_000
+
+#: The rule code of each file-level finding (docs/harness.md lists every code).
+FILE_CODES: dict[str, str] = {
+    "cannot read": "CT901",
+    "cannot decode": "CT902",
+    "too large": "CT903",
+    "out of memory": "CT904",
+    "not valid Python": "CT905",
+    "cannot list directory": "CT906",
+}
+
+#: The library's functions whose call sites are scanned (the subscripts first, then one
+#: operand or shape per input term): `contract` sites are `ScanReport.call_sites`, the others
+#: `ScanReport.other_call_sites`.
+CHECKED_FUNCTIONS = ("contract", "contract_expression", "contract_path", "explain")
+
 #: Directories never scanned, by name, with the reason reported. Besides these, hidden
 #: directories (`.git`, `.venv`, `.tox`, ...), any directory holding a `pyvenv.cfg` (a virtual
 #: environment under any name), `*.egg-info` and symlinked directories (never followed) are
@@ -77,14 +99,23 @@ class ScanError(ValueError):
 
 @dataclass(frozen=True)
 class Finding:
-    """A problem at a place in the source, printed as `path:line: message`."""
+    """A problem at a place in the source, printed as `path:line:col: CODE message`
+    (`col` counts from 1; `code` is the rule, e.g. CT107, empty for none)."""
 
     path: str
     line: int
     message: str
+    col: int = 1
+    code: str = ""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+        code = f"{self.code} " if self.code else ""
+        return f"{self.path}:{self.line}:{self.col}: {code}{self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready description."""
+        return {"path": self.path, "line": self.line, "col": self.col, "code": self.code,
+                "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -137,6 +168,8 @@ class CallSite:
     n_operands: int | None
     other_keywords: tuple[str, ...] = ()
     literal_keywords: tuple[tuple[str, object], ...] = ()
+    col: int = 1
+    function: str = "contract"
 
     @property
     def is_dynamic(self) -> bool:
@@ -166,7 +199,9 @@ class CallSite:
         return {
             "path": self.path,
             "line": self.line,
+            "col": self.col,
             "callee": self.callee,
+            "function": self.function,
             "subscripts": "dynamic" if self.subscripts is None else self.subscripts,
             "len_keywords": dict(self.len_keywords),
             "literal_keywords": {k: _json_value(v) for k, v in self.literal_keywords},
@@ -186,7 +221,8 @@ class ScanReport:
 
     `unreadable` are findings (a file that cannot be read, decoded or parsed as Python);
     `skipped` are paths deliberately not looked into (excluded or cache directories, FIFOs,
-    device files, symlink loops, expressions nested too deeply to parse).
+    device files, symlink loops, expressions nested too deeply to parse); `other_call_sites`
+    are the call sites of the `CHECKED_FUNCTIONS` other than `contract`.
     """
 
     files: tuple[str, ...]
@@ -194,6 +230,7 @@ class ScanReport:
     call_sites: tuple[CallSite, ...]
     unreadable: tuple[Finding, ...] = ()
     skipped: tuple[Skipped, ...] = ()
+    other_call_sites: tuple[CallSite, ...] = ()
 
     def raise_for_unreadable(self) -> None:
         """Raise ScanError naming the first unreadable file, if any."""
@@ -262,8 +299,11 @@ def _skipped_directory(path: Path) -> str | None:
         return SKIPPED_DIRECTORIES[name]
     if name.endswith(".egg-info"):
         return "build output"
-    if (path / "pyvenv.cfg").is_file():
-        return "virtual environment"
+    try:
+        if (path / "pyvenv.cfg").is_file():
+            return "virtual environment"
+    except OSError:  # an unreadable directory: the walk reports it when it tries to list it
+        pass
     return None
 
 
@@ -285,15 +325,32 @@ def _not_a_regular_file(path: Path) -> str | None:
     return "not a regular file"
 
 
+def _check_root(path: Path) -> None:
+    """A path given to scan must exist and, when it is a directory or a regular file, be
+    readable: anything else is a usage error (ScanError), not a finding."""
+    if not os.path.lexists(path):
+        raise ScanError(f"no such file or directory to scan: {str(path)!r}")
+    try:
+        if path.is_dir():
+            with os.scandir(path):
+                pass
+        elif _not_a_regular_file(path) is None:
+            with open(path, "rb"):
+                pass
+    except OSError as exc:
+        raise ScanError(f"cannot read {str(path)!r} to scan it: {exc.strerror or exc}") from None
+
+
 def _walk(
-    paths: Iterable[str | os.PathLike[str]], exclude: Sequence[str], skipped: list[Skipped]
+    paths: Iterable[str | os.PathLike[str]], exclude: Sequence[str], skipped: list[Skipped],
+    unreadable: list[Finding] | None = None,
 ) -> Iterator[Path]:
     """The files to read, in order: files given directly as they are, `.py` files under
-    directories (sorted); everything left out is recorded in `skipped`."""
+    directories (sorted); everything left out is recorded in `skipped`, directories that
+    cannot be listed in `unreadable`."""
     for raw in paths:
         path = Path(raw)
-        if not os.path.lexists(path):
-            raise ScanError(f"no such file or directory to scan: {str(path)!r}")
+        _check_root(path)
         pattern = _excluded_by(path, None, exclude)
         if pattern is not None:
             skipped.append(Skipped(str(path), f"--exclude {pattern!r}", path.is_dir()))
@@ -306,7 +363,14 @@ def _walk(
                 skipped.append(Skipped(str(path), reason))
             continue
         found: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(path):
+
+        def cannot_list(exc: OSError, root: Path = path) -> None:
+            if unreadable is not None:
+                where = str(exc.filename) if exc.filename is not None else str(root)
+                unreadable.append(Finding(where, 1, f"cannot list directory: {exc.strerror or exc}",
+                                          code=FILE_CODES["cannot list directory"]))
+
+        for dirpath, dirnames, filenames in os.walk(path, onerror=cannot_list):
             here = Path(dirpath)
             kept = []
             for name in sorted(dirnames):
@@ -338,43 +402,64 @@ def iter_python_files(
 ) -> Iterator[Path]:
     """Every file the scan reads under `paths`: files given directly as they are, and `.py`
     files under directories (sorted), leaving out what `scan_tree` reports as skipped."""
-    yield from _walk(paths, exclude, [])
+    yield from _walk(paths, exclude, [], [])
 
 
 # --- reading one file ----------------------------------------------------------------------
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 class _Unreadable(Exception):
-    def __init__(self, line: int, message: str) -> None:
+    def __init__(self, line: int, message: str, kind: str, col: int = 1) -> None:
+        # one line per finding: control characters a codec quotes are spelt as escapes
+        message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
         super().__init__(message)
-        self.line, self.message = line, message
+        self.line, self.message, self.code, self.col = line, message, FILE_CODES[kind], col
 
 
-def _read_source(path: Path) -> str:
-    """The file's text, decoded as Python decodes source (BOM, PEP 263 coding line)."""
+def _read_source(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The file's text, decoded as Python decodes source (BOM, PEP 263 coding line); a file
+    over ``max_bytes`` is not read."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise _Unreadable(1, f"too large: {size:,} bytes, over the {max_bytes:,}-byte "
+                                     "limit per file (--max-file-bytes)", "too large")
+            raw = handle.read(max_bytes + 1)
     except OSError as exc:
-        raise _Unreadable(1, f"cannot read: {exc.strerror or exc}") from exc
+        raise _Unreadable(1, f"cannot read: {exc.strerror or exc}", "cannot read") from exc
+    if len(raw) > max_bytes:  # grew while being read
+        raise _Unreadable(1, f"too large: over the {max_bytes:,}-byte limit per file "
+                             "(--max-file-bytes)", "too large")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as exc:  # an unknown coding, or a BOM contradicting the coding line
-        raise _Unreadable(exc.lineno or 1, f"cannot decode: {exc.msg}") from exc
+        raise _Unreadable(exc.lineno or 1, f"cannot decode: {exc.msg}", "cannot decode") from exc
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise _Unreadable(line, f"cannot decode as {encoding}: {exc.reason}") from exc
+        raise _Unreadable(line, f"cannot decode as {encoding}: {exc.reason}", "cannot decode") from exc
+    except LookupError as exc:  # a codec that is not a text encoding (rot13, base64, zlib, ...)
+        raise _Unreadable(1, f"cannot decode: the coding declaration names {encoding!r}, which is "
+                             f"not a text encoding ({exc})", "cannot decode") from exc
+    except (UnicodeError, ValueError) as exc:  # 'undefined', 'punycode', ...: the codec refuses
+        raise _Unreadable(1, f"cannot decode as {encoding}: {type(exc).__name__}: {exc}",
+                          "cannot decode") from exc
 
 
-def _parse(path: Path) -> tuple[ast.Module, list[str]]:
-    source = _read_source(path)
+def _parse(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[ast.Module, list[str]]:
+    source = _read_source(path, max_bytes)
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise _Unreadable(exc.lineno or 1, f"not valid Python: {exc.msg}") from exc
+        raise _Unreadable(exc.lineno or 1, f"not valid Python: {exc.msg}", "not valid Python",
+                          exc.offset or 1) from exc
     except ValueError as exc:  # e.g. a null byte in the source
-        raise _Unreadable(1, f"not valid Python: {exc}") from exc
+        raise _Unreadable(1, f"not valid Python: {exc}", "not valid Python") from exc
     return tree, source.splitlines()
 
 
@@ -495,12 +580,12 @@ def _exports_contract(module: str | None, level: int) -> bool:
 class _Aliases:
     """Names that refer to `contract` or to the contractions package (module-wide, unscoped)."""
 
-    functions: set[str]  # bare names bound to contractions.contract
+    functions: dict[str, str]  # bare names bound to a checked function -> its name
     modules: set[str]  # dotted names bound to the contractions package or a submodule
 
 
 def _collect_aliases(tree: ast.Module, path: Path) -> _Aliases:
-    aliases = _Aliases(functions=set(), modules=set())
+    aliases = _Aliases(functions={}, modules=set())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -518,9 +603,9 @@ def _collect_aliases(tree: ast.Module, path: Path) -> _Aliases:
                 bound = alias.asname or alias.name
                 if alias.name == "*":
                     if _exports_contract(node.module, node.level):
-                        aliases.functions.add("contract")
-                elif alias.name == "contract":
-                    aliases.functions.add(bound)
+                        aliases.functions.update((f, f) for f in CHECKED_FUNCTIONS)
+                elif alias.name in CHECKED_FUNCTIONS:
+                    aliases.functions[bound] = alias.name
                 elif alias.name == "api" or (node.module is None and node.level > 0):
                     # `from contractions import api` / `from . import api`: api.contract(...)
                     aliases.modules.add(bound)
@@ -537,15 +622,16 @@ def _dotted_name(node: ast.expr) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
-def _callee(call: ast.Call, aliases: _Aliases) -> str | None:
+def _callee(call: ast.Call, aliases: _Aliases) -> tuple[str, str] | None:
+    """``(callee as written, the checked function it is)``, or None."""
     func = call.func
     if isinstance(func, ast.Name) and func.id in aliases.functions:
-        return func.id
-    if isinstance(func, ast.Attribute) and func.attr == "contract":
+        return func.id, aliases.functions[func.id]
+    if isinstance(func, ast.Attribute) and func.attr in CHECKED_FUNCTIONS:
         base = _dotted_name(func.value)
         # `ct.contract`, and submodule paths under an alias (`contractions.api.contract`).
         if base is not None and (base in aliases.modules or base.split(".")[0] in aliases.modules):
-            return f"{base}.contract"
+            return f"{base}.{func.attr}", func.attr
     return None
 
 
@@ -565,7 +651,7 @@ def _literal(node: ast.expr, strings: _Strings) -> object:
     return value
 
 
-def _call_site(call: ast.Call, callee: str, path: Path, strings: _Strings) -> CallSite:
+def _call_site(call: ast.Call, callee: tuple[str, str], path: Path, strings: _Strings) -> CallSite:
     positional = list(call.args)
     subscripts_node: ast.expr | None = None
     keywords = list(call.keywords)
@@ -595,7 +681,9 @@ def _call_site(call: ast.Call, callee: str, path: Path, strings: _Strings) -> Ca
     return CallSite(
         path=str(path),
         line=call.lineno,
-        callee=callee,
+        col=call.col_offset + 1,
+        function=callee[1],
+        callee=callee[0],
         subscripts=subscripts,
         len_keywords=len_keywords,
         splats_kwargs=any(kw.arg is None for kw in keywords),
@@ -623,38 +711,45 @@ def _call_sites(
 # --- the scan ----------------------------------------------------------------------------------
 
 
-def scan_tree(paths: Iterable[str | os.PathLike[str]], exclude: Sequence[str] = ()) -> ScanReport:
+def scan_tree(paths: Iterable[str | os.PathLike[str]], exclude: Sequence[str] = (),
+              max_file_bytes: int = MAX_FILE_BYTES) -> ScanReport:
     """Scan `paths` once: vocabulary, call sites, unreadable files and skipped paths.
 
-    A path that does not exist raises ScanError (a usage error); a file that cannot be read,
-    decoded or parsed is a finding in `unreadable`, and the scan goes on. `exclude` holds glob
-    patterns matched against each file's and directory's name, its path relative to the scan
-    root, and its path as given.
+    A path that does not exist or cannot be read raises ScanError (a usage error); a file that
+    cannot be read, decoded or parsed (or is over `max_file_bytes`, or exhausts memory) and a
+    directory that cannot be listed are findings in `unreadable`, and the scan goes on.
+    `exclude` holds glob patterns matched against each file's and directory's name, its path
+    relative to the scan root, and its path as given.
     """
     files: list[str] = []
     vocabulary: list[VocabularyEntry] = []
     sites: list[CallSite] = []
     unreadable: list[Finding] = []
     skipped: list[Skipped] = []
-    for path in _walk(paths, exclude, skipped):
+    for path in _walk(paths, exclude, skipped, unreadable):
         files.append(str(path))
         try:
-            tree, lines = _parse(path)
+            tree, lines = _parse(path, max_file_bytes)
             strings = _strings(tree)
             found_vocabulary = _vocabulary(tree, lines, strings, path)
             found_sites = _call_sites(tree, lines, strings, path)
         except _Unreadable as exc:
-            unreadable.append(Finding(str(path), exc.line, exc.message))
+            unreadable.append(Finding(str(path), exc.line, exc.message, exc.col, exc.code))
             continue
-        except (RecursionError, MemoryError):
+        except MemoryError:
+            unreadable.append(Finding(str(path), 1, "out of memory while parsing it",
+                                      code=FILE_CODES["out of memory"]))
+            continue
+        except RecursionError:
             skipped.append(Skipped(str(path), "expressions nested too deeply to parse"))
             continue
         vocabulary.extend(found_vocabulary)
         sites.extend(found_sites)
     vocabulary.sort(key=lambda e: (e.path, e.line, e.subscripts))
-    sites.sort(key=lambda s: (s.path, s.line))
+    sites.sort(key=lambda s: (s.path, s.line, s.col))
     return ScanReport(
-        tuple(files), tuple(vocabulary), tuple(sites), tuple(unreadable), tuple(skipped)
+        tuple(files), tuple(vocabulary), tuple(s for s in sites if s.function == "contract"),
+        tuple(unreadable), tuple(skipped), tuple(s for s in sites if s.function != "contract"),
     )
 
 

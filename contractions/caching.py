@@ -1,0 +1,146 @@
+"""Caches bounded by bytes as well as by entries, for the pipeline's pure functions.
+
+`functools.lru_cache` bounds the number of entries only, so a cache of 4096 entries keyed on
+subscripts strings of a megabyte each keeps gigabytes alive.  `byte_bounded_cache` is a
+drop-in replacement (same call, ``cache_info()`` and ``cache_clear()``) that also bounds the
+approximate bytes its keys and values hold, evicting least recently used entries past either
+bound; an entry heavier than a fraction of the byte bound is computed but never stored, so one
+huge argument cannot flush a warm cache.  It sits at the bottom of the pipeline (it imports only
+the standard library), so every stage can use it.
+
+>>> @byte_bounded_cache(maxsize=2, maxbytes=10_000)
+... def shout(text):
+...     return text.upper()
+>>> shout('abc'), shout('abc'), shout.cache_info().hits
+('ABC', 'ABC', 1)
+>>> _ = shout('x' * 100_000)          # too heavy to keep: computed, not stored
+>>> shout.cache_info().currsize
+1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Generic, NamedTuple, TypeVar
+
+__all__ = ["CacheInfo", "ByteBoundedCache", "byte_bounded_cache", "weight", "ENTRY_FRACTION"]
+
+R = TypeVar("R")
+
+ENTRY_FRACTION = 8
+"""An entry heavier than ``maxbytes / ENTRY_FRACTION`` is not stored."""
+
+_WEIGH_DEPTH = 4  # containers nested deeper are counted by their own size only
+
+
+class CacheInfo(NamedTuple):
+    """`functools.lru_cache`'s four fields, plus the bytes held and their bound."""
+
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+    currbytes: int = 0
+    maxbytes: int = 0
+
+
+_NUMBERS = frozenset({int, float, bool, complex, type(None)})
+_CONTAINERS = frozenset({tuple, list, frozenset, set})
+
+
+def _text(chars: int, ascii: bool, count: int = 1) -> int:
+    # CPython's compact str: 49 bytes of header and a byte per ASCII character, more (and up
+    # to 4 bytes per character) otherwise; counted by length, as sys.getsizeof is slow.
+    return (49 * count + chars) if ascii else (76 * count + 4 * chars)
+
+
+def weight(obj: Any, depth: int = _WEIGH_DEPTH) -> int:
+    """Approximate bytes ``obj`` holds: strings and bytes by their length, tuples, lists,
+    frozensets and dicts with their items, dataclass instances by their fields (a shared object
+    is counted each time it is met, which errs on the heavy side).  Linear in the number of
+    items, at C speed for flat containers of strings or numbers.
+
+    >>> weight('a' * 1000) > 1000
+    True
+    """
+    kind = type(obj)
+    if kind is str:
+        return _text(len(obj), obj.isascii())
+    if kind is bytes:
+        return 33 + len(obj)
+    if kind in _NUMBERS:
+        return 32
+    size = sys.getsizeof(obj)
+    if depth <= 0:
+        return size
+    if kind in _CONTAINERS:
+        kinds = set(map(type, obj))
+        if kinds <= {str}:
+            joined = "".join(obj)
+            return size + _text(len(joined), joined.isascii(), len(obj))
+        if kinds <= _NUMBERS:
+            return size + 32 * len(obj)
+        return size + sum(weight(item, depth - 1) for item in obj)
+    if kind is dict:
+        return size + sum(weight(k, depth - 1) + weight(v, depth - 1) for k, v in obj.items())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return size + sum(weight(getattr(obj, f.name), depth - 1) for f in dataclasses.fields(obj))
+    return size
+
+
+class ByteBoundedCache(Generic[R]):
+    """A thread-safe least-recently-used cache of ``function``'s results by positional
+    arguments, bounded by ``maxsize`` entries and ``maxbytes`` (arguments plus result, as
+    `weight` counts them).  Exceptions are not cached.  Unhashable arguments raise
+    `TypeError`, as with `functools.lru_cache`."""
+
+    def __init__(self, function: Callable[..., R], maxsize: int, maxbytes: int) -> None:
+        self.__wrapped__ = function
+        functools.update_wrapper(self, function)
+        self.maxsize, self.maxbytes = maxsize, maxbytes
+        self._entries: OrderedDict[tuple[Any, ...], tuple[R, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = self._bytes = 0
+
+    def __call__(self, *args: Any) -> R:
+        with self._lock:
+            found = self._entries.get(args)
+            if found is not None:
+                self._entries.move_to_end(args)
+                self._hits += 1
+                return found[0]
+            self._misses += 1
+        result = self.__wrapped__(*args)
+        cost = weight(args) + weight(result)
+        if cost * ENTRY_FRACTION > self.maxbytes:
+            return result
+        with self._lock:
+            if args not in self._entries:
+                self._entries[args] = (result, cost)
+                self._bytes += cost
+                while len(self._entries) > self.maxsize or self._bytes > self.maxbytes:
+                    _, (_, dropped) = self._entries.popitem(last=False)
+                    self._bytes -= dropped
+        return result
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self.maxsize, len(self._entries),
+                             self._bytes, self.maxbytes)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._hits = self._misses = self._bytes = 0
+
+
+def byte_bounded_cache(maxsize: int, maxbytes: int) -> Callable[[Callable[..., R]], ByteBoundedCache[R]]:
+    """Decorate a pure function with a `ByteBoundedCache` (positional arguments only)."""
+    def decorate(function: Callable[..., R]) -> ByteBoundedCache[R]:
+        return ByteBoundedCache(function, maxsize, maxbytes)
+    return decorate
