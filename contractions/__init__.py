@@ -26,7 +26,7 @@ from .plan import Plan, make_plan
 from .schedule import Schedule, make_schedule
 from .solver import Identifiability, co_travelling_runs, identifiability, solve_lengths
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "contract",

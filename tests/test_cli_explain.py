@@ -125,10 +125,25 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"contractions {__version__} (distribution grouped-einsum)"
 
 
-def test_package_and_distribution_versions_agree():
-    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
-    declared = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
-    assert declared is not None and declared[1] == __version__
+def test_the_version_has_one_source():
+    root = Path(__file__).resolve().parents[1]
+    pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert not re.search(r'^version = "', pyproject, re.MULTILINE), "the version is dynamic"
+    assert re.search(r'^dynamic = \["version"\]$', pyproject, re.MULTILINE)
+    assert 'version = { attr = "contractions._version.__version__" }' in pyproject
+    source = (root / "contractions" / "_version.py").read_text(encoding="utf-8")
+    assert re.findall(r'^__version__ = "([^"]+)"$', source, re.MULTILINE) == [__version__]
+    assert "__version__ =" not in (root / "contractions" / "__init__.py").read_text(encoding="utf-8")
+
+
+def test_installed_distribution_reports_the_package_version():
+    from importlib import metadata
+
+    try:
+        installed = metadata.version("grouped-einsum")
+    except metadata.PackageNotFoundError:
+        pytest.skip("grouped-einsum is not installed (a source checkout on PYTHONPATH)")
+    assert installed == __version__, "the installed metadata is stale: reinstall (pip install -e .)"
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["explain"], ["check"], ["scan"]])

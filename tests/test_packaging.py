@@ -93,3 +93,23 @@ def test_ci_floors_reads_each_floor_from_pyproject():
     result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [f"{name}=={v}" for name, v in _declared_floors().items()]
+
+
+def test_classifiers_name_every_python_ci_tests():
+    # CI runs the suite on the requires-python floor (.ci/floors) and on the interpreter running
+    # this test; both must be classified, and no classified version may lie below the floor.
+    floor = re.search(r'^requires-python = ">=([0-9]+)\.([0-9]+)"$', PYPROJECT, re.MULTILINE)
+    assert floor is not None
+    listed = {tuple(map(int, v)) for v in re.findall(r'"Programming Language :: Python :: (\d+)\.(\d+)"',
+                                                      PYPROJECT)}
+    floor_version = (int(floor[1]), int(floor[2]))
+    assert floor_version in listed
+    assert sys.version_info[:2] in listed, f"no classifier for Python {sys.version_info[:2]}"
+    assert min(listed) == floor_version
+
+
+def test_metadata_carries_no_placeholder():
+    assert "<" not in "".join(re.findall(r'^(?:Homepage|Repository|Documentation|Issues) = .*$', PYPROJECT,
+                                         re.MULTILINE))
+    assert "example.com" not in PYPROJECT and "<repository" not in PYPROJECT
+    assert re.search(r'^authors = \[', PYPROJECT, re.MULTILINE)
