@@ -4,8 +4,9 @@ The Markdown files are written to read on a repository host: docs/ links to ``..
 ``../README.md`` and ``../examples/*.py`` by their paths in the repository. The site is built
 from docs/ alone, so these hooks
 
-- add the pages and files that live outside docs/ (`EXTRA`: dev/*.md, the README, changelog,
-  contributing guide, house conventions, licence and the examples) at their site paths, and
+- add the pages and files that live outside docs/ (`EXTRA`, `RENAMED`: dev/*.md, the README,
+  changelog, contributing guide, house conventions, licence, bench/README.md and the examples)
+  at their site paths, and
 - rewrite every relative link of every page from its repository path to the target's site path;
   a relative link to anything that is not part of the site is logged as a warning, which fails
   ``mkdocs build --strict``.
@@ -23,8 +24,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mkdocs.structure.files import File, Files
-
 log = logging.getLogger("mkdocs.hooks.repository_links")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +38,7 @@ RENAMED = {
     "CONTRIBUTING.md": "project/contributing.md",
     "CLAUDE.md": "project/conventions.md",
     "LICENSE": "project/LICENSE",
+    "bench/README.md": "dev/benchmark-scripts.md",
 }
 _LINK = re.compile(r"(\]\()([^()\s]+)(\))")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
@@ -59,7 +59,9 @@ def _extra_files() -> dict[str, str]:
     return found
 
 
-def on_files(files: Files, config: Any) -> Files:
+def on_files(files: Any, config: Any) -> Any:
+    from mkdocs.structure.files import File
+
     docs_dir = Path(config["docs_dir"]).resolve()
     prefix = docs_dir.relative_to(ROOT).as_posix()
     _site_of.clear()
@@ -87,7 +89,7 @@ def _rewrite(target: str, repo_dir: str, site_dir: str, where: str) -> str:
     return posixpath.relpath(site_target, site_dir or ".") + hash_ + fragment
 
 
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     site_path = page.file.src_uri
     repo_path = _repo_of.get(site_path, site_path)
     repo_dir, site_dir = posixpath.dirname(repo_path), posixpath.dirname(site_path)

@@ -55,10 +55,37 @@ def test_every_page_is_in_the_navigation() -> None:
     listed = set(re.findall(r"^\s+- (?:[^:\n]+: )?(\S+\.md)$", config, re.MULTILINE))
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert pages <= listed, f"add to the nav of mkdocs.yml: {sorted(pages - listed)}"
-    for page in sorted(listed - pages):  # the pages dev/mkdocs_hooks.py adds from outside docs/
-        assert page.startswith(("dev/", "project/")), f"mkdocs.yml lists {page}, which does not exist"
-        if page.startswith("dev/"):
-            assert (ROOT / page).is_file(), f"mkdocs.yml lists {page}, which does not exist"
+    added = set(_hooks()._extra_files().values())  # what dev/mkdocs_hooks.py brings from outside docs/
+    assert listed - pages <= added, f"mkdocs.yml lists pages that do not exist: {sorted(listed - pages - added)}"
+    assert {p for p in added if p.endswith(".md")} <= listed, "every page the hooks add is in the nav"
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "dev" / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_site_links_map_repository_paths_to_site_paths() -> None:
+    hooks = _hooks()
+    hooks._site_of.update({"docs/index.md": "index.md", "dev/internals.md": "dev/internals.md",
+                           "README.md": "project/readme.md", "docs/reference/contract.md":
+                           "reference/contract.md"})
+    assert hooks._rewrite("../dev/internals.md#stages", "docs", "", "docs/index.md") == "dev/internals.md#stages"
+    assert hooks._rewrite("../README.md#install", "docs", "", "docs/index.md") == "project/readme.md#install"
+    assert hooks._rewrite("../docs/index.md", "dev", "dev", "dev/internals.md") == "../index.md"
+    assert hooks._rewrite("../../dev/internals.md", "docs/reference", "reference", "x") == "../dev/internals.md"
+    assert hooks._rewrite("https://example.org/a.md", "docs", "", "x") == "https://example.org/a.md"
+    assert hooks._rewrite("#install", "docs", "", "x") == "#install"
+
+
+def test_doctest_examples_are_fenced_for_the_reference() -> None:
+    fence = _hooks().fence_doctests
+    text = "Summary.\n\n    >>> 1 + 1\n    2\n\nAfter.\n\n```python\n>>> kept\n```"
+    assert fence(text) == ("Summary.\n\n    ```pycon\n    >>> 1 + 1\n    2\n    ```\n\nAfter.\n\n"
+                           "```python\n>>> kept\n```")
 
 
 @pytest.mark.slow
@@ -82,3 +109,12 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     contract_page = (site / "reference" / "contract" / "index.html").read_text(encoding="utf-8")
     assert "Evaluate a grouped einsum." in contract_page
     assert "&gt;&gt;&gt;" in contract_page and "<blockquote>" not in contract_page  # fenced doctests
+
+
+def test_a_link_outside_the_site_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    hooks = _hooks()
+    hooks._site_of.clear()
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.repository_links"):
+        assert hooks._rewrite("../tests/identifiability_table.txt", "docs", "", "docs/x.md") == (
+            "../tests/identifiability_table.txt")
+    assert "tests/identifiability_table.txt in the repository), which is not part of the site" in caplog.text
