@@ -20,7 +20,8 @@ PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 READ_BY_TESTS = ("tests/identifiability_table.txt", "tests/conftest.py", "README.md", "CLAUDE.md",
                  "docs/index.md", "docs/transforms.md", "dev/decisions.md", "dev/internals.md",
                  "examples/tensor_train.py", "contractions/testing/oracle.py", "pyproject.toml",
-                 "LICENSE")
+                 "LICENSE", "mkdocs.yml", "dev/mkdocs_hooks.py", "docs/reference/contract.md",
+                 "docs/coming-from.md", "contractions/py.typed", "contractions/_version.py")
 
 
 def test_license_is_mit_in_pep_639_form():
@@ -36,7 +37,7 @@ def test_manifest_grafts_what_the_tests_read():
     manifest = (ROOT / "MANIFEST.in").read_text(encoding="utf-8").split()
     for directory in ("contractions", "tests", "examples", "docs", "dev"):
         assert directory in manifest, f"MANIFEST.in does not graft {directory}/"
-    for name in ("LICENSE", "README.md", "CLAUDE.md"):
+    for name in ("LICENSE", "README.md", "CLAUDE.md", "CHANGELOG.md", "CONTRIBUTING.md", "mkdocs.yml"):
         assert name in manifest, f"MANIFEST.in does not include {name}"
 
 
