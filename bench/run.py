@@ -2,7 +2,8 @@
 
     python bench/run.py                  # full run (~10-15 min on 2 cores); rewrites docs/benchmarks.md,
                                          # docs/benchmarks.png, docs/benchmarks_roofline.png,
-                                         # docs/benchmarks_memory.png and bench/results/latest.json
+                                         # docs/benchmarks_memory.png, dev/benchmark-goals.md and
+                                         # bench/results/latest.json
     python bench/run.py --quick          # a 12-string smoke run; writes nothing under docs/
     python bench/run.py --report-only    # re-render docs from bench/results/latest.json (e.g. after
                                          # editing bench/analysis.md); measures nothing
@@ -20,7 +21,7 @@ What it does (docs/benchmarks.md repeats this next to the numbers):
    and is recorded as timed out past peers.CALL_CAP_SECONDS;
 4. measures, for mid and large, every contender's peak extra memory in one more untimed call
    (tracemalloc; bench/memory.py);
-5. computes ratios inside the run, evaluates the goals (docs/benchmarks.md, "Goals"), writes the report and plots.
+5. computes ratios inside the run, evaluates the goals (dev/benchmark-goals.md), writes the report and plots.
 
 BLAS threading is left at its default (OpenBLAS uses both cores for large products); the report
 records the BLAS build and thread settings.
@@ -303,11 +304,12 @@ def main(argv=None) -> int:
 
 
 def write_docs(report, results, roof, env, summary, elapsed) -> None:
-    """docs/benchmarks.md and its three plots, from one run's results."""
+    """docs/benchmarks.md and its three plots, and dev/benchmark-goals.md, from one run's results."""
     out_dir = REPO / "docs"
     report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png",
                 out_dir / "benchmarks_memory.png")
     (out_dir / "benchmarks.md").write_text(report.markdown(results, roof, env, summary, elapsed))
+    (REPO / "dev" / "benchmark-goals.md").write_text(report.goals_markdown(summary, env, elapsed))
 
 
 def render_saved() -> int:

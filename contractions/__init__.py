@@ -10,6 +10,7 @@ The pipeline, one module per stage: `parser` -> `solver` -> `expand` -> `plan` -
 `schedule` -> `backends` (numpy / jax / torch, looked up in a registry), and `api` on top.
 """
 
+from ._version import __version__
 from .api import ContractExpression, contract, contract_expression, expand_subscripts, explain
 from .errors import (
     ContractionError,
@@ -26,8 +27,6 @@ from .parser import ParsedSubscripts, parse
 from .plan import Plan, make_plan
 from .schedule import Schedule, make_schedule
 from .solver import Identifiability, co_travelling_runs, identifiability, solve_lengths
-
-__version__ = "0.1.0"
 
 __all__ = [
     "contract",

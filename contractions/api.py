@@ -20,7 +20,7 @@ import math
 import operator
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
 
@@ -32,6 +32,21 @@ from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, _checked_path, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+
+class _Array(Protocol):
+    """What every supported array type has (for the typed overloads of `contract`)."""
+
+    @property
+    def shape(self) -> Any: ...
+    @property
+    def dtype(self) -> Any: ...
+
+
+_ArrayT = TypeVar("_ArrayT", bound=_Array)
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "explain", "expand_subscripts"]
 
@@ -191,6 +206,17 @@ _AUTO = "auto"
 _DEFAULT_LIMIT = "default"
 
 
+# Typed results: a type checker gets the operands' array type back.  numpy arrays and scalars
+# give NDArray[Any] (the result's shape and dtype differ from the operands'); an array type of
+# any other library (jax.Array, torch.Tensor, dask's Array: none is generic in its shape) comes
+# back as itself; a mix of libraries gives the `_Array` protocol, lists and Python scalars Any.
+# The keywords are the implementation's.
+@overload
+def contract(subscripts: str, *operands: NDArray[Any] | np.generic, **options: Any) -> NDArray[Any]: ...
+@overload
+def contract(subscripts: str, *operands: _ArrayT, **options: Any) -> _ArrayT: ...
+@overload
+def contract(subscripts: str, *operands: Any, **options: Any) -> Any: ...
 def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
              memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
              preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
@@ -428,6 +454,15 @@ class ContractExpression:
                        memory_limit=self.memory_limit,
                        **{f"len_{g}": n for g, n in self.supplements})
 
+    @overload
+    def __call__(self, *operands: NDArray[Any] | np.generic, precision: Any = ...,
+                 preferred_element_type: Any = ...) -> NDArray[Any]: ...
+    @overload
+    def __call__(self, *operands: _ArrayT, precision: Any = ...,
+                 preferred_element_type: Any = ...) -> _ArrayT: ...
+    @overload
+    def __call__(self, *operands: Any, precision: Any = ...,
+                 preferred_element_type: Any = ...) -> Any: ...
     def __call__(self, *operands: Any, precision: Any = None,
                  preferred_element_type: Any = None) -> Any:
         if len(operands) == len(self.shapes) and preferred_element_type is None:

@@ -3,8 +3,10 @@
     contractions demo                  # a short guided tour, checked as it runs
     contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
     contractions explain 'WCo,WCa->Cao' 3x2x5 3x2x4 --len W=1
+    contractions explain 'Wa,Wab,Wb->W' 2x3 2x3x4 2x4 --optimize greedy --memory-limit 1MB
     contractions check src/            # lint contract() call sites (exit 0 / 1 findings / 2 usage)
     contractions scan src/ --json      # vocabulary and call sites
+    contractions                       # this help (exit status 2: no command given)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
+from .backends import registered_backends
 from .errors import ContractionError, UnderdeterminedError
 
 _EXTENTS = re.compile(r"[0-9]+(?:x[0-9]+)*", re.ASCII)
@@ -62,11 +65,39 @@ class _Supplements(argparse.Action):
         setattr(namespace, self.dest, given)
 
 
+def _optimize(text: str) -> Any:
+    """--optimize: a preset name ('greedy'), 'false' for one einsum call, or a path '[(0, 1)]'."""
+    if text.lower() in ("false", "direct"):
+        return False
+    if text.lstrip().startswith(("[", "(")):
+        import ast
+
+        try:
+            path = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise argparse.ArgumentTypeError(
+                f"bad path {text!r}: write pairs of operand positions, e.g. '[(0, 1), (0, 1)]'"
+            ) from None
+        return [tuple(step) if isinstance(step, (list, tuple)) else step for step in path]
+    return text
+
+
+def _memory_limit(text: str) -> Any:
+    """--memory-limit: elements (1000000), a size ('256MB'), 'max_input', 'default' or 'none'."""
+    if text.lower() == "none":
+        return None
+    if text.isdigit():
+        return int(text)
+    return text
+
+
 EXPLAIN_EPILOG = """\
 examples:
   contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
   contractions explain 'WCo,WCa->Cao' 3x2x5 3x2x4 --len W=1
   contractions explain 'WCo,WCa->Cao'          (the string alone: what it needs)
+  contractions explain 'Wa,Wab,Wb->W' 2x3 2x3x4 2x4 --optimize '[(1, 2), (0, 1)]'
+  contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5 --memory-limit 200 --backend torch
 
 exit status:
   0  the report was printed (with shapes: the call is solved, expanded and planned)
@@ -80,10 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="contractions",
         description="grouped-einsum: an einsum whose UPPERCASE letters are groups of zero or "
-                    "more axes. Explain a call, run the demo, or lint and scan call sites.")
+                    "more axes. Explain a call, run the demo, or lint and scan call sites.",
+        epilog="run 'contractions COMMAND --help' for a command's options; 'contractions' alone "
+               "prints this help and exits with status 2 (no command given)")
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s {__version__} (distribution grouped-einsum)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("demo", help="a short guided tour: contract, solve, explain, an error",
                    description="A short guided tour of the library; every printed claim is "
                                "checked against np.einsum (exit status 1 if one fails).")
@@ -95,6 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("shapes", nargs="*", type=_shape, metavar="SHAPE", help=_SHAPE_HELP)
     ex.add_argument("--len", dest="supplements", action=_Supplements, default={}, metavar="G=n",
                     help="a group-length supplement, e.g. --len W=2 (repeatable, once per group)")
+    ex.add_argument("--optimize", type=_optimize, default="auto", metavar="OPT",
+                    help="the pairwise order, as contract's optimize=: a preset (auto, greedy, "
+                         "optimal, dp, ...), an explicit path such as '[(0, 1), (0, 1)]', or "
+                         "false for one einsum call (default: auto)")
+    ex.add_argument("--memory-limit", type=_memory_limit, default="default", metavar="LIMIT",
+                    help="the bound on memory beyond operands and result, as contract's "
+                         "memory_limit=: elements (1000000), a size (256MB, 1GiB; 8-byte "
+                         "elements assumed), max_input, none or default (the default)")
+    ex.add_argument("--backend", default=None, metavar="NAME",
+                    choices=[b.name for b in registered_backends()],
+                    help="whose schedule to report: "
+                         + ", ".join(b.name for b in registered_backends())
+                         + " (default: numpy; jax, torch and dask need that library installed)")
     from .lint import add_commands
 
     add_commands(sub)  # check, scan
@@ -102,8 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     try:
-        return _run(build_parser().parse_args(argv))
+        args = parser.parse_args(argv)
+        if args.command is None:  # bare `contractions`: the help, and a usage status
+            parser.print_help()
+            return 2
+        return _run(args)
     except BrokenPipeError:
         # `contractions scan . | head`: the reader left; that is not an error of ours.
         # Point stdout at devnull so the interpreter's final flush does not complain again.
@@ -119,30 +170,46 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_demo()
     if args.command == "explain":
-        return _explain(args.subscripts, args.shapes, args.supplements)
+        return _explain(args.subscripts, args.shapes, args.supplements, optimize=args.optimize,
+                        memory_limit=args.memory_limit, backend=args.backend)
     from .lint import run_command
 
     return run_command(args)  # check, scan
 
 
-def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[str, int]) -> int:
+def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[str, int],
+             optimize: Any = "auto", memory_limit: Any = "default", backend: str | None = None) -> int:
     """Print the report; exit status 0 (printed), 1 (needs a --len), 2 (invalid call)."""
     from .api import explain
     from .solver import identifiability
 
     kwargs: dict[str, Any] = {f"len_{g}": n for g, n in given.items()}
+    scheduling = [flag for flag, value, default in (("--optimize", optimize, "auto"),
+                                                    ("--memory-limit", memory_limit, "default"),
+                                                    ("--backend", backend, None))
+                  if value != default]
     try:
         info = identifiability(subscripts, sorted(given))
         if not shapes:
+            if scheduling:
+                verb = "shapes" if len(scheduling) == 1 else "shape"
+                print(f"error: {' and '.join(scheduling)} {verb} the schedule, which needs one "
+                      "SHAPE per operand (extents such as 4x2x3)", file=sys.stderr)
+                return 2
             print(_string_report(subscripts, info, given))
             return 1 if info.needs_supplement else 0
-        print(explain(subscripts, *shapes, **kwargs))
+        print(explain(subscripts, *shapes, optimize=optimize, memory_limit=memory_limit,
+                      backend=backend, **kwargs))
         return 0
     except UnderdeterminedError:
         print(_string_report(subscripts, info, given, shapes))
         return 1
-    except (ContractionError, TypeError) as exc:
+    except (ContractionError, TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # --backend jax/torch/dask without that library
+        print(f"error: --backend {backend}: {exc}; install it (README.md, Install) or pick "
+              "another backend", file=sys.stderr)
         return 2
 
 

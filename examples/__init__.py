@@ -14,7 +14,8 @@ Stacking letters follow the house convention: ``W`` is the probe/sample stack, `
 stack, ``C`` the core/frame stack, in that order (frame-inner), each a group of zero or more axes.
 All functions take numpy arrays or JAX arrays.
 
-Each module also runs on its own and checks itself: ``python -m examples.tensor_train`` (likewise
+Each module also runs on its own and checks itself: ``python examples/tensor_train.py`` or
+``python -m examples.tensor_train`` (likewise
 for every module here; ``sharded_data_parallel`` needs JAX).
 """
 

@@ -8,6 +8,11 @@ dimension, ``e`` the model dimension. Queries laid out on a grid use a group ``Q
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (python examples/NAME.py): import from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contractions import contract
 from examples._arrays import namespace

@@ -26,8 +26,12 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):  # run as a script (python examples/NAME.py): import from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contractions import contract
 

@@ -7,6 +7,12 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (python examples/NAME.py): import from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from contractions import contract
 
 

@@ -30,6 +30,10 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (python examples/NAME.py): import from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contractions.testing.sharding import FORBIDDEN_OPCODES, count_hlo_opcodes
 

@@ -9,6 +9,11 @@ ket bond: ``C + (a, m, b)``. Bras are conjugated by the caller-facing functions.
 from __future__ import annotations
 
 import string
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (python examples/NAME.py): import from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contractions as ct
 from examples._arrays import namespace

@@ -8,6 +8,11 @@ A Tucker tensor is a core ``G: C + (r_1, r_2, r_3)`` and factors ``U_k: C + (n_k
 from __future__ import annotations
 
 import string
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (python examples/NAME.py): import from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contractions import contract
 from examples._arrays import namespace

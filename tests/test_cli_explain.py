@@ -125,10 +125,25 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"contractions {__version__} (distribution grouped-einsum)"
 
 
-def test_package_and_distribution_versions_agree():
-    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
-    declared = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
-    assert declared is not None and declared[1] == __version__
+def test_the_version_has_one_source():
+    root = Path(__file__).resolve().parents[1]
+    pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    assert not re.search(r'^version = "', pyproject, re.MULTILINE), "the version is dynamic"
+    assert re.search(r'^dynamic = \["version"\]$', pyproject, re.MULTILINE)
+    assert 'version = { attr = "contractions._version.__version__" }' in pyproject
+    source = (root / "contractions" / "_version.py").read_text(encoding="utf-8")
+    assert re.findall(r'^__version__ = "([^"]+)"$', source, re.MULTILINE) == [__version__]
+    assert "__version__ =" not in (root / "contractions" / "__init__.py").read_text(encoding="utf-8")
+
+
+def test_installed_distribution_reports_the_package_version():
+    from importlib import metadata
+
+    try:
+        installed = metadata.version("grouped-einsum")
+    except metadata.PackageNotFoundError:
+        pytest.skip("grouped-einsum is not installed (a source checkout on PYTHONPATH)")
+    assert installed == __version__, "the installed metadata is stale: reinstall (pip install -e .)"
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["explain"], ["check"], ["scan"]])
@@ -148,3 +163,84 @@ def test_python_dash_m_runs_the_demo_and_it_checks_itself():
     assert out.returncode == 0, out.stderr
     assert "all checks passed" in out.stdout
     assert "[FAILED]" not in out.stdout
+
+
+# ---- explain's schedule options and the bare command ------------------------------------------
+THREE = ["explain", "Wa,Wab,Wb->W", "2x3", "2x3x4", "2x4"]
+
+
+def test_explain_optimize_takes_a_preset_a_path_or_false(capsys):
+    from contractions import explain
+
+    assert main([*THREE, "--optimize", "[(1, 2), (0, 1)]"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == explain("Wa,Wab,Wb->W", (2, 3), (2, 3, 4), (2, 4), optimize=[(1, 2), (0, 1)])
+    assert "path            [(1, 2), (0, 1)]" in out and "optimize='explicit path'" in out
+    assert main([*THREE, "--optimize", "greedy"]) == 0
+    assert "optimize='greedy'" in capsys.readouterr().out
+    assert main([*THREE, "--optimize", "false"]) == 0
+    assert "(direct, optimize='direct')" in capsys.readouterr().out
+
+
+def test_explain_memory_limit_reaches_the_schedule(capsys):
+    big = ["explain", "Wa,ab->Wb", "64x64", "64x64"]
+    assert main([*big, "--memory-limit", "1000"]) == 0
+    assert "(limit 1,000)" in capsys.readouterr().out
+    assert main([*big, "--memory-limit", "1KB"]) == 0
+    assert "(limit 125)" in capsys.readouterr().out  # 8-byte elements for bare shapes
+    assert main([*big, "--memory-limit", "none"]) == 0
+    assert "(no limit)" in capsys.readouterr().out
+
+
+def test_explain_backend_names_whose_schedule_is_reported(capsys):
+    assert main([*THREE, "--backend", "numpy"]) == 0
+    assert "backend         numpy (" in capsys.readouterr().out
+    pytest.importorskip("torch")
+    assert main([*THREE, "--backend", "torch"]) == 0
+    assert "backend         torch (" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--optimize", "bogus"], "optimize='bogus' names no path optimizer"),
+    (["--optimize", "[(0, 1"], None),
+    (["--memory-limit", "12QB"], "memory_limit='12QB': write a number of elements"),
+    (["--memory-limit", "0"], "must be at least one element"),
+])
+def test_explain_bad_schedule_options_exit_2(flags, message, capsys):
+    if message is None:  # a malformed path is an argparse usage error
+        with pytest.raises(SystemExit) as info:
+            main([*THREE, *flags])
+        assert info.value.code == 2
+        assert "bad path '[(0, 1'" in capsys.readouterr().err
+        return
+    assert main([*THREE, *flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err
+
+
+def test_explain_unknown_backend_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main([*THREE, "--backend", "fortran"])
+    assert info.value.code == 2
+    assert "invalid choice: 'fortran'" in capsys.readouterr().err
+
+
+def test_schedule_options_without_shapes_are_refused(capsys):
+    assert main(["explain", "Wa,Wab,Wb->W", "--optimize", "greedy", "--backend", "numpy"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--optimize and --backend shape the schedule, which needs one SHAPE" in err
+
+
+def test_bare_command_prints_the_help_and_exits_2(capsys):
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("usage: contractions")
+    for command in ("demo", "explain", "check", "scan"):
+        assert command in out
+    assert "exits with status 2" in out
+
+
+def test_bare_console_script():
+    result = subprocess.run([sys.executable, "-m", "contractions.cli"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2 and result.stdout.startswith("usage: contractions"), result.stderr

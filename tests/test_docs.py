@@ -6,7 +6,8 @@
   output and exception messages are compared, with ELLIPSIS and NORMALIZE_WHITESPACE so long
   messages may wrap); any other block is executed as a script and checks itself with
   ``assert``. A block preceded by the line ``<!-- no-run -->`` is skipped.
-- A block that imports jax or torch when that framework is not installed is skipped, and so is
+- A block that imports an optional library (`OPTIONAL_FRAMEWORKS`: jax, torch, dask, einx,
+  cotengra, ...) when it is not installed is skipped, and so is
   every later block of the file that uses a name only a skipped block defined; the other blocks
   still run, and the file's test then reports a skip naming what was left out and why.
 - The docstring examples of the engine's modules pass ``doctest.testmod`` (what
@@ -33,7 +34,7 @@ NO_RUN_MARKER = "<!-- no-run -->"
 PYTHON_INFO_STRINGS = frozenset({"python", "py", "pycon"})
 CONTRIBUTOR_NOTES = ("dev/internals.md", "dev/decisions.md")
 DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-OPTIONAL_FRAMEWORKS = ("jax", "torch", "dask", "distributed", "array_api_strict")
+OPTIONAL_FRAMEWORKS = ("jax", "torch", "dask", "distributed", "array_api_strict", "einx", "cotengra")
 ENGINE_MODULES = (
     "contractions",
     "contractions.parser",

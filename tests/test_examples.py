@@ -8,6 +8,7 @@ empty groups, single-axis groups, multi-axis groups and size-1 axes.
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -1002,9 +1003,7 @@ def test_every_example_module_is_listed():
     assert {"attention", "forms", "jvp", "tensor_train", "transfer", "tucker"} <= set(EXAMPLE_MODULES)
 
 
-@pytest.mark.parametrize("name", EXAMPLE_MODULES)
-def test_example_runs_as_a_module_and_checks_itself(name):
-    """`python -m examples.NAME` runs the module's own self-check and exits 0."""
+def _run_example(name: str, command: list[str], cwd: Path, env: dict | None = None) -> None:
     source = (EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8")
     assert re.search(r'^if __name__ == "__main__":', source, re.MULTILINE), (
         f"examples/{name}.py has no __main__ block")
@@ -1012,12 +1011,26 @@ def test_example_runs_as_a_module_and_checks_itself(name):
                 if re.search(rf"^\s*(?:import|from)\s+{lib}\b", source, re.MULTILINE)]
     for lib in optional:
         pytest.importorskip(lib)
-    result = subprocess.run([sys.executable, "-m", f"examples.{name}"], cwd=EXAMPLES_DIR.parent,
+    result = subprocess.run([sys.executable, *command], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip(), f"python -m examples.{name} printed nothing"
+    shown = " ".join(["python", *command])
+    assert result.returncode == 0, f"{shown}:\n" + result.stdout + result.stderr
+    assert result.stdout.strip(), f"{shown} printed nothing"
     assert "FAILED" not in result.stdout
     # runpy warns when the package imported the module before running it as __main__
     assert "found in sys.modules" not in result.stderr, result.stderr
     if not optional:  # frameworks may log notes to stderr; plain numpy examples are quiet
         assert result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize("name", EXAMPLE_MODULES)
+def test_example_runs_as_a_module_and_checks_itself(name):
+    """`python -m examples.NAME` runs the module's own self-check and exits 0."""
+    _run_example(name, ["-m", f"examples.{name}"], cwd=EXAMPLES_DIR.parent)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_MODULES)
+def test_example_runs_as_a_script_and_checks_itself(name, tmp_path):
+    """`python examples/NAME.py` works too, from any directory and without PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    _run_example(name, [str(EXAMPLES_DIR / f"{name}.py")], cwd=tmp_path, env=env)

@@ -20,7 +20,8 @@ PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 READ_BY_TESTS = ("tests/identifiability_table.txt", "tests/conftest.py", "README.md", "CLAUDE.md",
                  "docs/index.md", "docs/transforms.md", "dev/decisions.md", "dev/internals.md",
                  "examples/tensor_train.py", "contractions/testing/oracle.py", "pyproject.toml",
-                 "LICENSE")
+                 "LICENSE", "mkdocs.yml", "dev/mkdocs_hooks.py", "docs/reference/contract.md",
+                 "docs/coming-from.md", "contractions/py.typed", "contractions/_version.py")
 
 
 def test_license_is_mit_in_pep_639_form():
@@ -36,7 +37,7 @@ def test_manifest_grafts_what_the_tests_read():
     manifest = (ROOT / "MANIFEST.in").read_text(encoding="utf-8").split()
     for directory in ("contractions", "tests", "examples", "docs", "dev"):
         assert directory in manifest, f"MANIFEST.in does not graft {directory}/"
-    for name in ("LICENSE", "README.md", "CLAUDE.md"):
+    for name in ("LICENSE", "README.md", "CLAUDE.md", "CHANGELOG.md", "CONTRIBUTING.md", "mkdocs.yml"):
         assert name in manifest, f"MANIFEST.in does not include {name}"
 
 
@@ -93,3 +94,23 @@ def test_ci_floors_reads_each_floor_from_pyproject():
     result = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [f"{name}=={v}" for name, v in _declared_floors().items()]
+
+
+def test_classifiers_name_every_python_ci_tests():
+    # CI runs the suite on the requires-python floor (.ci/floors) and on the interpreter running
+    # this test; both must be classified, and no classified version may lie below the floor.
+    floor = re.search(r'^requires-python = ">=([0-9]+)\.([0-9]+)"$', PYPROJECT, re.MULTILINE)
+    assert floor is not None
+    listed = {tuple(map(int, v)) for v in re.findall(r'"Programming Language :: Python :: (\d+)\.(\d+)"',
+                                                      PYPROJECT)}
+    floor_version = (int(floor[1]), int(floor[2]))
+    assert floor_version in listed
+    assert sys.version_info[:2] in listed, f"no classifier for Python {sys.version_info[:2]}"
+    assert min(listed) == floor_version
+
+
+def test_metadata_carries_no_placeholder():
+    assert "<" not in "".join(re.findall(r'^(?:Homepage|Repository|Documentation|Issues) = .*$', PYPROJECT,
+                                         re.MULTILINE))
+    assert "example.com" not in PYPROJECT and "<repository" not in PYPROJECT
+    assert re.search(r'^authors = \[', PYPROJECT, re.MULTILINE)
