@@ -333,9 +333,21 @@ class ContractExpression:
         self.supplements = supplements
         self.optimize = optimize
         self.memory_limit = memory_limit
+        if _is_compiling():
+            return  # built inside torch.compile: planned when called (see _traced_call)
         self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize, memory_limit)
         self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS,
                               memory_limit)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for an expression built under torch.compile, when used outside it.
+        if name in ("plan", "schedule", "_numpy"):
+            self.plan, self.schedule = _planned(self.subscripts, self.shapes, self.supplements,
+                                                self.optimize, self.memory_limit)
+            self._numpy = _runner(_NUMPY, self.subscripts, self.shapes, self.supplements,
+                                  self.optimize, _DEFAULT_OPTIONS, self.memory_limit)
+            return getattr(self, name)
+        raise AttributeError(name)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -365,6 +377,9 @@ class ContractExpression:
 
     def __call__(self, *operands: Any, precision: Any = None,
                  preferred_element_type: Any = None) -> Any:
+        if _is_compiling():
+            # Traced by torch.compile: forward to contract, which is one node of the graph.
+            return _traced_call(self, operands, precision, preferred_element_type)
         if len(operands) == len(self.shapes) and preferred_element_type is None:
             for op, shape in zip(operands, self.shapes):
                 if type(op) is not _ndarray or op.shape != shape:
@@ -549,3 +564,39 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     if runs_steps and schedule.strategy == "pairwise":
         lines.append(f"modelled time   {schedule.cost_ns / 1e3:.3g} us (numpy time model)")
     return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------- torch.compile
+# TorchDynamo must not trace the planner: contract is registered as one graph node (and
+# contract_expression as a compile-time constant) by backends/torch_compile_hook.py, as soon as
+# torch._dynamo is loaded and without ever importing it.  The hook also replaces
+# `_is_compiling` with torch.compiler.is_compiling.
+def _never_compiling() -> bool:
+    return False
+
+
+_is_compiling: Callable[[], bool] = _never_compiling
+
+
+def _traced_call(expr: ContractExpression, operands: Sequence[Any], precision: Any,
+                 preferred_element_type: Any) -> Any:
+    shapes = tuple(tuple(op.shape) for op in operands)
+    if shapes != expr.shapes:
+        raise SizeMismatchError(
+            f"this expression for {quoted(expr.subscripts)} was built for operand shapes "
+            f"{', '.join(map(str, expr.shapes))} but was called with "
+            f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
+            "contract")
+    return contract(expr.subscripts, *operands, optimize=expr.optimize,
+                    memory_limit=expr.memory_limit, precision=precision,
+                    preferred_element_type=preferred_element_type,
+                    **{f"len_{g}": n for g, n in expr.supplements})
+
+
+def _install_compile_hook() -> None:
+    from .backends import torch_compile_hook
+
+    torch_compile_hook.install()
+
+
+_install_compile_hook()
