@@ -106,8 +106,9 @@ def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ..
 def _backend_limit(backend: Backend, limit: Any) -> Any:
     """The memory limit a backend's schedule honours.  JAX never blocks (XLA plans its own
     buffers; only the path is taken); every other backend but numpy blocks only when asked
-    (torch: blocks are written in place, which torch.vmap cannot batch; dask bounds each of
-    its blocks itself), so for them ``'default'`` is unbounded."""
+    (torch: an unbounded call is one einsum or a few kernels, which torch.compile and
+    torch.vmap see whole; dask bounds each of its blocks itself), so for them ``'default'``
+    is unbounded."""
     if backend.name == "jax" or (limit == "default" and backend.name != "numpy"):
         return None
     return limit
