@@ -15,10 +15,10 @@ operands.
 
 Three torch-specific choices, all made once per shape signature in `compile`:
 
-* **one einsum or the steps** (`runs_as_einsum`): the torch time model
+* **one einsum or the steps** (`torch_route`): the torch time model
   (``contractions/torch_model.py``) prices the schedule's pairwise steps against one
-  ``torch.einsum`` along the schedule's path (handed to torch's C++ einsum, so torch does not
-  search for a path on every call) and the cheaper runs;
+  ``torch.einsum`` along the schedule's path or along the path torch would pick itself (either
+  handed to torch's C++ einsum, so no path is searched on a call), and the cheapest runs;
 * **blocks under transforms**: a blocked schedule writes its blocks into a preallocated
   result in place, except when an operand is a ``torch.func`` wrapper (``vmap``, ``grad``,
   ``jacrev``...), which cannot be written into an unwrapped result: then the blocks are
@@ -46,7 +46,7 @@ from . import torch_compile_hook
 from .compile import ArrayOps, compile_schedule
 
 __all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "describe",
-           "runs_as_einsum", "torch_dtype"]
+           "torch_dtype", "torch_route"]
 
 TORCH_EINSUM_LETTERS = string.ascii_letters
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
@@ -118,28 +118,31 @@ TORCH_OPS = ArrayOps(
 )
 
 
-def runs_as_einsum(schedule: Schedule) -> bool:
-    """Does torch run ``schedule`` as one ``torch.einsum`` along its path (rather than its
-    pairwise steps)?  The one place the torch time model decides it.
+def torch_route(schedule: Schedule) -> tuple[str, Any]:
+    """How torch runs ``schedule``: ``('steps', None)``, its pairwise steps, or
+    ``('einsum', path)``, one ``torch.einsum`` along ``path``.  The one place the torch time
+    model (``contractions/torch_model.py``) decides it.
 
     >>> from contractions import make_plan, make_schedule
     >>> plan = make_plan('Wa,ab->Wb', ((2, 3), (3, 4)), ())
-    >>> runs_as_einsum(make_schedule(plan))
-    True
+    >>> torch_route(make_schedule(plan))[0]
+    'einsum'
     """
-    return TORCH_MODEL.choose(schedule) == "einsum"
+    return TORCH_MODEL.choose(schedule)
 
 
 _VF_EINSUM = getattr(getattr(torch, "_VF", None), "einsum", None)
 
 
-def _einsum_along_path(schedule: Schedule) -> Callable[..., torch.Tensor]:
-    """One torch einsum call on the schedule's local letters, along the schedule's path."""
+def _einsum_along_path(schedule: Schedule, along: Any = None) -> Callable[..., torch.Tensor]:
+    """One torch einsum call on the schedule's local letters, along ``along`` (default: the
+    schedule's path)."""
     equation = schedule.einsum
     assert equation is not None
     n = len(schedule.inputs)
-    path = [k for pair in schedule.path for k in pair] if n > 2 and all(
-        len(pair) == 2 for pair in schedule.path) else None
+    pairs = schedule.path if along is None else along
+    path = [k for pair in pairs for k in pair] if n > 2 and all(
+        len(pair) == 2 for pair in pairs) else None
     finish = schedule.finish
     # A result that would be a view of an input (a transpose, a diagonal) is copied.
     copy = finish.copy if finish is not None else n == 1
@@ -207,10 +210,11 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
 
 def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.Tensor]:
     """The torch callable for ``schedule`` (operands converted and promoted first)."""
+    route, path = torch_route(schedule) if schedule.blocking is None else ("steps", None)
     if schedule.blocking is not None:
         run = _compile_blocked(schedule)
-    elif runs_as_einsum(schedule):
-        run = _einsum_along_path(schedule)
+    elif route == "einsum":
+        run = _einsum_along_path(schedule, path)
     else:
         run = compile_schedule(schedule, TORCH_OPS)
     target = options.preferred_element_type
@@ -237,11 +241,16 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``: the schedule's steps on torch operations, or the one
     ``torch.einsum`` along its path that the torch time model prefers."""
-    if schedule.blocking is None and runs_as_einsum(schedule):
+    route, path = torch_route(schedule)
+    if route == "einsum":
         model = TORCH_MODEL
-        return [f"one torch.einsum {schedule.einsum!r} along the path (torch time model: "
-                f"{model.einsum_ns(schedule) / 1e3:.3g} us vs {model.steps_ns(schedule) / 1e3:.3g} "
-                "us for the steps)"]
+        which = "the schedule's path" if path == schedule.path else f"path {[tuple(p) for p in path]}"
+        lines = [f"one torch.einsum {schedule.einsum!r} along {which} (torch time model: "
+                 f"{model.einsum_ns(schedule, path) / 1e3:.3g} us"]
+        if schedule.strategy == "pairwise":
+            lines[0] += f" vs {model.steps_ns(schedule) / 1e3:.3g} us for the steps"
+        lines[0] += ")"
+        return lines
     return describe_schedule(schedule, plan.expansion.readable_symbol)
 
 
