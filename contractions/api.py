@@ -223,6 +223,8 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
                 if run is not None:
                     return run(*operands)
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
+        if operands and type(operands[0]) is _torch_tensor:
+            return _torch_call(subscripts, operands, len_groups)
     if dtype is not None:
         if preferred_element_type is not None and np.dtype(dtype) != np.dtype(preferred_element_type):
             raise TypeError(f"dtype={dtype!r} and preferred_element_type={preferred_element_type!r} "
@@ -592,6 +594,44 @@ def _traced_call(expr: ContractExpression, operands: Sequence[Any], precision: A
                     memory_limit=expr.memory_limit, precision=precision,
                     preferred_element_type=preferred_element_type,
                     **{f"len_{g}": n for g, n in expr.supplements})
+
+
+# The torch hot path: like numpy's, one dict lookup keyed on (subscripts, *shapes, *len items)
+# for calls whose operands are all exactly torch.Tensor (vmap's batched tensors included: they
+# show per-example shapes) with default keywords.  `_torch_tensor` is torch.Tensor once the
+# torch backend has loaded (set there; this module never imports torch).
+_torch_tensor: Any = None
+_HOT_TORCH: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+
+def _torch_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any]) -> Any:
+    key: list[Any] = [subscripts]
+    for op in operands:
+        if type(op) is not _torch_tensor:
+            break
+        key.append(op.shape)
+    else:
+        for item in len_groups.items():
+            if type(item[1]) is not int:
+                break
+            key.append(item)
+        else:
+            try:
+                run = _HOT_TORCH.get(tuple(key))
+            except TypeError:  # unhashable subscripts; the checked route reports it
+                run = None
+            if run is not None:
+                return run(*operands)
+            _check_subscripts(subscripts)
+            backend = backend_named("torch")
+            shapes = _shapes_of(operands)
+            run = _runner(backend, subscripts, shapes, normalise_supplements(len_groups), "auto",
+                          _DEFAULT_OPTIONS, normalise_memory_limit("default"))
+            if len(_HOT_TORCH) >= HOT_CACHE_SIZE:
+                _HOT_TORCH.clear()
+            _HOT_TORCH[tuple(key)] = run
+            return run(*operands)
+    return _contract_general(subscripts, operands, len_groups, "auto", _DEFAULT_OPTIONS)
 
 
 def _install_compile_hook() -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import string
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -277,5 +278,9 @@ def contract_labelled(tensors: Sequence[torch.Tensor], inputs: Sequence[Sequence
 
 
 # torch is loaded (this module imports it): make contract a torch.compile graph node as soon as
-# torch._dynamo is (never importing it here: that costs seconds).
+# torch._dynamo is (never importing it here: that costs seconds), and open the api's torch hot
+# path (a dict lookup for calls on plain tensors).
 torch_compile_hook.install()
+_api: Any = sys.modules.get("contractions.api")
+if _api is not None:
+    _api._torch_tensor = torch.Tensor
