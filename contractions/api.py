@@ -223,7 +223,7 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
                 if run is not None:
                     return run(*operands)
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
-        if operands and type(operands[0]) is _torch_tensor:
+        if operands and type(operands[0]) in _torch_tensors:
             return _torch_call(subscripts, operands, len_groups)
     if dtype is not None:
         if preferred_element_type is not None and np.dtype(dtype) != np.dtype(preferred_element_type):
@@ -597,17 +597,17 @@ def _traced_call(expr: ContractExpression, operands: Sequence[Any], precision: A
 
 
 # The torch hot path: like numpy's, one dict lookup keyed on (subscripts, *shapes, *len items)
-# for calls whose operands are all exactly torch.Tensor (vmap's batched tensors included: they
-# show per-example shapes) with default keywords.  `_torch_tensor` is torch.Tensor once the
-# torch backend has loaded (set there; this module never imports torch).
-_torch_tensor: Any = None
+# for calls whose operands are all exactly torch.Tensor or nn.Parameter (vmap's batched tensors
+# included: they show per-example shapes) with default keywords.  `_torch_tensors` holds those
+# two types once the torch backend has loaded (set there; this module never imports torch).
+_torch_tensors: tuple[type, ...] = ()
 _HOT_TORCH: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 
 def _torch_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any]) -> Any:
     key: list[Any] = [subscripts]
     for op in operands:
-        if type(op) is not _torch_tensor:
+        if type(op) not in _torch_tensors:
             break
         key.append(op.shape)
     else:

@@ -204,6 +204,35 @@ def test_dynamic_true_specialises_each_shape():
         assert counter.frame_count == expected_frames
 
 
+def test_mark_dynamic_is_refused_by_torch_and_maybe_mark_dynamic_specialises():
+    x, c = torch.randn(5, 3), torch.randn(3, 4)
+    f = torch.compile(lambda x, c: contract("Wa,ab->Wb", x, c), fullgraph=True, backend="aot_eager")
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(Exception, match="specialized it to be a constant"):
+        f(x, c)
+    torch._dynamo.reset()
+    y = torch.randn(5, 3)
+    torch._dynamo.maybe_mark_dynamic(y, 0)
+    torch.testing.assert_close(f(y, c), y @ c)
+
+
+def test_warm_eager_calls_hit_the_torch_hot_path():
+    from contractions import api
+
+    x, c, z = tt_operands(w=3)
+    contract(TT, x, c, z)
+    misses = api._compiled.cache_info().misses
+    key = (TT, x.shape, c.shape, z.shape)
+    assert key in api._HOT_TORCH
+    weights = torch.nn.Parameter(c.clone())
+    for _ in range(3):
+        torch.testing.assert_close(contract(TT, x, weights, z), torch.einsum("wca,caib,wci->wcb", x, c, z))
+    assert api._compiled.cache_info().misses == misses   # nothing was planned again
+    # a keyword or a mixed operand takes the checked route, with the same numbers
+    torch.testing.assert_close(contract(TT, x.numpy(), c, z), contract(TT, x, c, z))
+    torch.testing.assert_close(contract(TT, x, c, z, optimize="greedy"), contract(TT, x, c, z))
+
+
 def test_autograd_through_compiled_contract():
     x, c, z = tt_operands()
     x = x.clone().requires_grad_(True)

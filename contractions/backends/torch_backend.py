@@ -132,6 +132,9 @@ def torch_route(schedule: Schedule) -> tuple[str, Any]:
     return TORCH_MODEL.choose(schedule)
 
 
+#: Operand types that need no conversion (subclasses such as fake tensors take the checked route).
+_PLAIN: tuple[type, ...] = (torch.Tensor, torch.nn.Parameter)
+
 _VF_EINSUM = getattr(getattr(torch, "_VF", None), "einsum", None)
 
 
@@ -224,7 +227,7 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.
     def execute(*operands: Any) -> torch.Tensor:
         if target is None:
             for op in operands:
-                if type(op) is not torch.Tensor:
+                if type(op) not in _PLAIN:
                     break
             else:
                 dtype = operands[0].dtype
@@ -283,4 +286,4 @@ def contract_labelled(tensors: Sequence[torch.Tensor], inputs: Sequence[Sequence
 torch_compile_hook.install()
 _api: Any = sys.modules.get("contractions.api")
 if _api is not None:
-    _api._torch_tensor = torch.Tensor
+    _api._torch_tensors = _PLAIN
