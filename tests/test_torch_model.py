@@ -101,3 +101,13 @@ def test_model_module_imports_no_torch():
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize("module", ["contractions.torch_model", "contractions.backends.torch_backend",
+                                    "contractions.backends.torch_compile_hook"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
