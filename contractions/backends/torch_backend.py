@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from ..schedule import Schedule, describe_schedule, schedule_labels
-from ..torch_model import TORCH_MODEL
+from ..torch_model import TORCH_MODEL, torch_default_path
 from . import torch_compile_hook
 from .compile import ArrayOps, compile_schedule
 
@@ -119,16 +119,23 @@ TORCH_OPS = ArrayOps(
 )
 
 
-def torch_route(schedule: Schedule) -> tuple[str, Any]:
+def torch_route(schedule: Schedule, traced: bool = False) -> tuple[str, Any]:
     """How torch runs ``schedule``: ``('steps', None)``, its pairwise steps, or
-    ``('einsum', path)``, one ``torch.einsum`` along ``path``.  The one place the torch time
-    model (``contractions/torch_model.py``) decides it.
+    ``('einsum', path)``, one ``torch.einsum`` along ``path``.  The one place it is decided.
+
+    Eagerly the torch time model (``contractions/torch_model.py``) picks the cheaper route.
+    ``traced`` (under ``torch.compile``): one einsum along the path ``torch.einsum`` itself
+    would take, so Inductor receives the graph a compiled ``torch.einsum`` on the expanded
+    string gives (it fuses and plans buffers itself); blocked schedules and those past 52
+    labels run their steps either way.
 
     >>> from contractions import make_plan, make_schedule
     >>> plan = make_plan('Wa,ab->Wb', ((2, 3), (3, 4)), ())
     >>> torch_route(make_schedule(plan))[0]
     'einsum'
     """
+    if traced and schedule.einsum is not None and schedule.blocking is None:
+        return "einsum", torch_default_path(schedule) or schedule.path
     return TORCH_MODEL.choose(schedule)
 
 
@@ -221,8 +228,12 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.
         run = _einsum_along_path(schedule, path)
     else:
         run = compile_schedule(schedule, TORCH_OPS)
+    traced_route, traced_path = torch_route(schedule, traced=True)
+    traced = run if traced_route == route and traced_path == path else (
+        _einsum_along_path(schedule, traced_path) if traced_route == "einsum" else run)
     target = options.preferred_element_type
     promote = torch.promote_types
+    compiling = torch.compiler.is_compiling
 
     def execute(*operands: Any) -> torch.Tensor:
         if target is None:
@@ -237,7 +248,8 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.
                         break
                 else:
                     return run(*operands)   # the warm path: tensors of one dtype
-        return run(*_prepare(operands, target))
+        # Fake and functional tensors (torch.compile's tracing) and conversions come here.
+        return (traced if compiling() else run)(*_prepare(operands, target))
 
     return execute
 
