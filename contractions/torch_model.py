@@ -42,7 +42,9 @@ class TorchCostModel:
     routes); ``ns_per_copied_element``: one element gathered into a new layout;
     ``einsum_copy_share``: the share of each pair's operand elements torch's einsum copies
     (it permutes both operands to batch-free-contract order, which is a copy unless they
-    already are in that order).
+    already are in that order); ``steps_margin``: the steps are taken only when modelled at
+    most this share of the best einsum route (one einsum along torch's own path is never
+    slower than ``torch.einsum``, so the steps must clearly win to be worth the risk).
     """
 
     ns_per_op: float = 1500.0
@@ -52,6 +54,7 @@ class TorchCostModel:
     ns_per_mac: float = 0.02
     ns_per_copied_element: float = 0.4
     einsum_copy_share: float = 0.75
+    steps_margin: float = 0.8
 
     # ------------------------------------------------------------------ the two routes
     def steps_features(self, schedule: Any) -> tuple[float, float, float, float]:
@@ -140,10 +143,10 @@ class TorchCostModel:
         own = torch_default_path(schedule)
         if own is not None and own != schedule.path:
             options.append((self.einsum_ns(schedule, own), "einsum", own))
-        if schedule.strategy == "pairwise":
-            options.append((self.steps_ns(schedule), "steps", None))
-        _, route, path = min(options, key=lambda o: o[0])
-        return route, path
+        cost, _, path = min(options, key=lambda o: o[0])
+        if schedule.strategy == "pairwise" and self.steps_ns(schedule) < self.steps_margin * cost:
+            return "steps", None
+        return "einsum", path
 
 
 def _macs(schedule: Any) -> float:
