@@ -570,10 +570,10 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
 
 
 # -------------------------------------------------------------------------- torch.compile
-# TorchDynamo must not trace the planner: contract is registered as one graph node (and
-# contract_expression as a compile-time constant) by backends/torch_compile_hook.py, as soon as
-# torch._dynamo is loaded and without ever importing it.  The hook also replaces
-# `_is_compiling` with torch.compiler.is_compiling.
+# TorchDynamo must not trace the planner: contract is registered as one graph node by
+# backends/torch_compile_hook.py, as soon as torch._dynamo is loaded and without ever importing
+# it.  The hook also replaces `_is_compiling` with torch.compiler.is_compiling, so that an
+# expression built while Dynamo traces skips planning and its __call__ forwards to contract.
 def _never_compiling() -> bool:
     return False
 
