@@ -135,8 +135,9 @@ def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ..
 def _backend_limit(backend: Backend, limit: Any) -> Any:
     """The memory limit a backend's schedule honours.  JAX never blocks (XLA plans its own
     buffers; only the path is taken); every other backend but numpy blocks only when asked
-    (torch: blocks are written in place, which torch.vmap cannot batch; dask bounds each of
-    its blocks itself), so for them ``'default'`` is unbounded."""
+    (torch: an unbounded call is one einsum or a few kernels, which torch.compile and
+    torch.vmap see whole; dask bounds each of its blocks itself), so for them ``'default'``
+    is unbounded."""
     if backend.name == "jax" or (limit == "default" and backend.name != "numpy"):
         return None
     return limit
@@ -424,9 +425,21 @@ class ContractExpression:
         self.supplements = supplements
         self.optimize = optimize
         self.memory_limit = memory_limit
+        if _is_compiling():
+            return  # built inside torch.compile: planned when called (see _traced_call)
         self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize, memory_limit)
         self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS,
                               memory_limit)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for an expression built under torch.compile, when used outside it.
+        if name in ("plan", "schedule", "_numpy"):
+            self.plan, self.schedule = _planned(self.subscripts, self.shapes, self.supplements,
+                                                self.optimize, self.memory_limit)
+            self._numpy = _runner(_NUMPY, self.subscripts, self.shapes, self.supplements,
+                                  self.optimize, _DEFAULT_OPTIONS, self.memory_limit)
+            return getattr(self, name)
+        raise AttributeError(name)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -465,6 +478,9 @@ class ContractExpression:
                  preferred_element_type: Any = ...) -> Any: ...
     def __call__(self, *operands: Any, precision: Any = None,
                  preferred_element_type: Any = None) -> Any:
+        if _is_compiling():
+            # Traced by torch.compile: forward to contract, which is one node of the graph.
+            return _traced_call(self, operands, precision, preferred_element_type)
         if len(operands) == len(self.shapes) and preferred_element_type is None:
             for op, shape in zip(operands, self.shapes):
                 if type(op) is not _ndarray or op.shape != shape:
@@ -762,3 +778,39 @@ def _check_axis_count(subscripts: str, ndims: Sequence[int], supplements: tuple[
             f"{verb}: {quoted(subscripts)} would expand to {total:,} distinct axes (group lengths "
             f"{big}), more than the {MAX_AXES:,} an einsum string can name; check the ndims or "
             "shapes passed")
+
+
+# -------------------------------------------------------------------------- torch.compile
+# TorchDynamo must not trace the planner: contract is registered as one graph node by
+# backends/torch_compile_hook.py, as soon as torch._dynamo is loaded and without ever importing
+# it.  The hook also replaces `_is_compiling` with torch.compiler.is_compiling, so that an
+# expression built while Dynamo traces skips planning and its __call__ forwards to contract.
+def _never_compiling() -> bool:
+    return False
+
+
+_is_compiling: Callable[[], bool] = _never_compiling
+
+
+def _traced_call(expr: ContractExpression, operands: Sequence[Any], precision: Any,
+                 preferred_element_type: Any) -> Any:
+    shapes = tuple(tuple(op.shape) for op in operands)
+    if shapes != expr.shapes:
+        raise SizeMismatchError(
+            f"this expression for {quoted(expr.subscripts)} was built for operand shapes "
+            f"{', '.join(map(str, expr.shapes))} but was called with "
+            f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
+            "contract")
+    return contract(expr.subscripts, *operands, optimize=expr.optimize,
+                    memory_limit=expr.memory_limit, precision=precision,
+                    preferred_element_type=preferred_element_type,
+                    **{f"len_{g}": n for g, n in expr.supplements})
+
+
+def _install_compile_hook() -> None:
+    from .backends import torch_compile_hook
+
+    torch_compile_hook.install()
+
+
+_install_compile_hook()

@@ -9,8 +9,22 @@ differentiable, batchable torch op, so ``contract`` composes with ``torch.vmap``
 
 Operands are promoted to a common dtype first (``torch.einsum`` refuses mixed dtypes), or cast
 to ``preferred_element_type`` when one is given.  Non-tensor operands (numpy arrays) are
-converted with ``torch.as_tensor``.  This module imports torch at top level; the registry
-imports it only after it has seen a torch tensor among the operands.
+converted with ``torch.as_tensor`` onto the device of the first tensor.  This module imports
+torch at top level; the registry imports it only after it has seen a torch tensor among the
+operands.
+
+Three torch-specific choices, all made once per shape signature in `compile`:
+
+* **one einsum or the steps** (`torch_route`): the torch time model
+  (``contractions/torch_model.py``) prices the schedule's pairwise steps against one
+  ``torch.einsum`` along the schedule's path or along the path torch would pick itself (either
+  handed to torch's C++ einsum, so no path is searched on a call), and the cheapest runs;
+* **blocks under transforms**: a blocked schedule writes its blocks into a preallocated
+  result in place, except when an operand is a ``torch.func`` wrapper (``vmap``, ``grad``,
+  ``jacrev``...), which cannot be written into an unwrapped result: then the blocks are
+  assembled functionally (``torch.cat`` along kept labels, sums over summed ones);
+* **torch.compile**: ``contract`` is registered as one node of TorchDynamo's graph
+  (``torch_compile_hook.py``), so the planner is never traced and Inductor sees these ops.
 
 >>> import torch
 >>> contract_labelled([torch.ones(2, 3), torch.ones(3, 4)], [(7, 8), (8, 9)], (9, 7)).shape
@@ -27,9 +41,12 @@ from typing import Any
 import torch
 
 from ..schedule import Schedule, describe_schedule, schedule_labels
+from ..torch_model import TORCH_MODEL, torch_default_path
+from . import torch_compile_hook
 from .compile import ArrayOps, compile_schedule
 
-__all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "describe", "torch_dtype"]
+__all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "describe",
+           "torch_dtype", "torch_route"]
 
 TORCH_EINSUM_LETTERS = string.ascii_letters
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
@@ -55,7 +72,9 @@ def torch_dtype(dtype: Any) -> torch.dtype:
 
 
 def _prepare(operands: Sequence[Any], preferred_element_type: Any) -> list[torch.Tensor]:
-    tensors = [op if isinstance(op, torch.Tensor) else torch.as_tensor(op) for op in operands]
+    device = next((op.device for op in operands if isinstance(op, torch.Tensor)), None)
+    tensors = [op if isinstance(op, torch.Tensor) else torch.as_tensor(op, device=device)
+               for op in operands]
     if preferred_element_type is not None:
         target = torch_dtype(preferred_element_type)
     else:
@@ -99,19 +118,158 @@ TORCH_OPS = ArrayOps(
 )
 
 
+def torch_route(schedule: Schedule, traced: bool = False) -> tuple[str, Any]:
+    """How torch runs ``schedule``: ``('steps', None)``, its pairwise steps, or
+    ``('einsum', path)``, one ``torch.einsum`` along ``path``.  The one place it is decided.
+
+    Eagerly the torch time model (``contractions/torch_model.py``) picks the cheaper route.
+    ``traced`` (under ``torch.compile``): one einsum along the path ``torch.einsum`` itself
+    would take, so Inductor receives the graph a compiled ``torch.einsum`` on the expanded
+    string gives (it fuses and plans buffers itself); blocked schedules and those past 52
+    labels run their steps either way.
+
+    >>> from contractions import make_plan, make_schedule
+    >>> plan = make_plan('Wa,ab->Wb', ((2, 3), (3, 4)), ())
+    >>> torch_route(make_schedule(plan))[0]
+    'einsum'
+    """
+    if traced and schedule.einsum is not None and schedule.blocking is None:
+        return "einsum", torch_default_path(schedule) or schedule.path
+    return TORCH_MODEL.choose(schedule)
+
+
+#: Operand types that need no conversion (subclasses such as fake tensors take the checked route).
+_PLAIN: tuple[type, ...] = (torch.Tensor, torch.nn.Parameter)
+
+_VF_EINSUM = getattr(getattr(torch, "_VF", None), "einsum", None)
+
+
+def _einsum_along_path(schedule: Schedule, along: Any = None) -> Callable[..., torch.Tensor]:
+    """One torch einsum call on the schedule's local letters, along ``along`` (default: the
+    schedule's path)."""
+    equation = schedule.einsum
+    assert equation is not None
+    n = len(schedule.inputs)
+    pairs = schedule.path if along is None else along
+    path = [k for pair in pairs for k in pair] if n > 2 and all(
+        len(pair) == 2 for pair in pairs) else None
+    finish = schedule.finish
+    # A result that would be a view of an input (a transpose, a diagonal) is copied.
+    copy = finish.copy if finish is not None else n == 1
+    if _VF_EINSUM is not None:
+        vf = _VF_EINSUM
+
+        def run(*arrays: torch.Tensor) -> torch.Tensor:
+            out = vf(equation, arrays, path=path)
+            return out.clone() if copy else out
+    else:  # pragma: no cover - every torch 2.x has torch._VF.einsum
+
+        def run(*arrays: torch.Tensor) -> torch.Tensor:
+            out = torch.einsum(equation, *arrays)
+            return out.clone() if copy else out
+
+    return run
+
+
+_IS_WRAPPED = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+
+
+def _is_transformed(t: torch.Tensor) -> bool:
+    # Without the probe (a torch that lacks it), every blocked call is assembled functionally.
+    return True if _IS_WRAPPED is None else bool(_IS_WRAPPED(t))
+
+
+def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
+    """Blocks written in place (eager, autograd, torch.compile) or, when an operand is a
+    torch.func wrapper (vmap, grad, ...), assembled without any in-place write."""
+    in_place = compile_schedule(schedule, TORCH_OPS)
+    blocking = schedule.blocking
+    assert blocking is not None
+    runs = {lengths: compile_schedule(inner, TORCH_OPS) for lengths, inner in blocking.inner}
+    ranges = [[(start, min(start + chunk, n)) for start in range(0, n, chunk)]
+              for chunk, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
+    out_axes = [axes[0] if axes else None for axes in blocking.output_axes]
+
+    def slices(k: int, ndim: int, combo: tuple[tuple[int, int], ...]) -> tuple[slice, ...]:
+        where = [slice(None)] * ndim
+        for (start, stop), axes in zip(combo, blocking.operand_axes[k]):
+            for axis in axes:
+                where[axis] = slice(start, stop)
+        return tuple(where)
+
+    def functional(*arrays: torch.Tensor) -> torch.Tensor:
+        dtype = functools.reduce(torch.promote_types, (a.dtype for a in arrays))
+        arrays = tuple(a if a.dtype == dtype else a.to(dtype) for a in arrays)
+
+        def assemble(prefix: tuple[tuple[int, int], ...]) -> torch.Tensor:
+            depth = len(prefix)
+            if depth == len(ranges):
+                run = runs[tuple(stop - start for start, stop in prefix)]
+                return run(*[a[slices(k, a.dim(), prefix)] for k, a in enumerate(arrays)])
+            parts = [assemble((*prefix, r)) for r in ranges[depth]]
+            axis = out_axes[depth]
+            if axis is not None:
+                return torch.cat(parts, dim=axis)
+            return functools.reduce(torch.add, parts)
+
+        return assemble(())
+
+    def execute(*arrays: torch.Tensor) -> torch.Tensor:
+        if any(_is_transformed(a) for a in arrays):
+            return functional(*arrays)
+        return in_place(*arrays)
+
+    return execute
+
+
 def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.Tensor]:
     """The torch callable for ``schedule`` (operands converted and promoted first)."""
-    run = compile_schedule(schedule, TORCH_OPS)
+    route, path = torch_route(schedule) if schedule.blocking is None else ("steps", None)
+    if schedule.blocking is not None:
+        run = _compile_blocked(schedule)
+    elif route == "einsum":
+        run = _einsum_along_path(schedule, path)
+    else:
+        run = compile_schedule(schedule, TORCH_OPS)
+    traced_route, traced_path = torch_route(schedule, traced=True)
+    traced = run if traced_route == route and traced_path == path else (
+        _einsum_along_path(schedule, traced_path) if traced_route == "einsum" else run)
     target = options.preferred_element_type
+    promote = torch.promote_types
+    compiling = torch.compiler.is_compiling
 
     def execute(*operands: Any) -> torch.Tensor:
-        return run(*_prepare(operands, target))
+        if target is None:
+            for op in operands:
+                if type(op) not in _PLAIN:
+                    break
+            else:
+                dtype = operands[0].dtype
+                for op in operands:
+                    if op.dtype != dtype:
+                        dtype = promote(dtype, op.dtype)
+                        break
+                else:
+                    return run(*operands)   # the warm path: tensors of one dtype
+        # Fake and functional tensors (torch.compile's tracing) and conversions come here.
+        return (traced if compiling() else run)(*_prepare(operands, target))
 
     return execute
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
-    """What runs, for ``explain`` (the same schedule as numpy, on torch operations)."""
+    """What runs, for ``explain``: the schedule's steps on torch operations, or the one
+    ``torch.einsum`` along its path that the torch time model prefers."""
+    route, path = torch_route(schedule)
+    if route == "einsum":
+        model = TORCH_MODEL
+        which = "the schedule's path" if path == schedule.path else f"path {[tuple(p) for p in path]}"
+        lines = [f"one torch.einsum {schedule.einsum!r} along {which} (torch time model: "
+                 f"{model.einsum_ns(schedule, path) / 1e3:.3g} us"]
+        if schedule.strategy == "pairwise":
+            lines[0] += f" vs {model.steps_ns(schedule) / 1e3:.3g} us for the steps"
+        lines[0] += ")"
+        return lines
     return describe_schedule(schedule, plan.expansion.readable_symbol)
 
 
@@ -135,3 +293,8 @@ def contract_labelled(tensors: Sequence[torch.Tensor], inputs: Sequence[Sequence
     strategy = "direct" if distinct <= min(letters, len(TORCH_EINSUM_LETTERS)) else "pairwise"
     schedule = schedule_labels(inputs_t, output_t, shapes, strategy=strategy)
     return compile_schedule(schedule, TORCH_OPS)(*tensors)
+
+
+# torch is loaded (this module imports it): make contract a torch.compile graph node as soon as
+# torch._dynamo is (never importing it here: that costs seconds).
+torch_compile_hook.install()

@@ -1,0 +1,194 @@
+"""The torch time model: run a schedule's pairwise steps, or one ``torch.einsum`` along its path?
+
+Eager torch pays a Python-to-C++ dispatch for every operation, so a pairwise step (a few views,
+a ``matmul``, a reshape) costs several dispatches, while ``torch.einsum`` along the same path
+is one call whose C++ loop permutes, reshapes and multiplies each pair itself.  The arithmetic
+is the same BLAS products either way; what differs is the per-operation overhead and the copies
+each route makes.  This module prices both from a `Schedule` (pure Python, no torch import), so
+the choice is made once per shape signature, as data, like every other execution decision.
+
+The constants are tunables fitted on one machine (``python bench/refit_torch_model.py`` prints
+re-fitted values; it edits nothing).  ``TORCH_MODEL`` is the instance the torch backend consults.
+
+>>> from contractions.plan import make_plan
+>>> from contractions.schedule import make_schedule
+>>> plan = make_plan('WCa,Caib,WCi->WCb', ((4, 2, 3), (2, 3, 5, 6), (4, 2, 5)), ())
+>>> TORCH_MODEL.choose(make_schedule(plan, 'greedy'))[0]     # tiny: one call beats the steps
+'einsum'
+>>> plan = make_plan('Wa,Wab->Wb', ((4096, 64), (4096, 64, 64)), ())
+>>> TORCH_MODEL.choose(make_schedule(plan))[0]   # einsum's permute would copy the big operand
+'steps'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TORCH_MODEL", "TorchCostModel"]
+
+
+@dataclass(frozen=True)
+class TorchCostModel:
+    """Modelled nanoseconds of the two eager torch routes for one schedule.
+
+    ``ns_per_op``: one eager torch operation called from Python (permute, reshape, matmul,
+    sum, ...), dispatch included; ``ns_per_einsum_call``: the fixed cost of one
+    ``torch.einsum`` call given its path (equation parsing, operand bookkeeping);
+    ``ns_per_einsum_pair``: each pairwise contraction inside it (its permutes, reshapes and the
+    ``bmm`` dispatch); ``ns_per_matmul_call``: each matrix product of a batched product (torch
+    runs small batched products one by one); ``ns_per_mac``: one multiply-add of the products (the same BLAS on both
+    routes); ``ns_per_copied_element``: one element gathered into a new layout;
+    ``einsum_copy_share``: the share of each pair's operand elements torch's einsum copies
+    (it permutes both operands to batch-free-contract order, which is a copy unless they
+    already are in that order); ``steps_margin``: the steps are taken only when modelled at
+    most this share of the best einsum route (one einsum along torch's own path is never
+    slower than ``torch.einsum``, so the steps must clearly win to be worth the risk).
+    """
+
+    ns_per_op: float = 1500.0
+    ns_per_matmul_call: float = 60.0
+    ns_per_einsum_call: float = 6000.0
+    ns_per_einsum_pair: float = 2500.0
+    ns_per_mac: float = 0.02
+    ns_per_copied_element: float = 0.4
+    einsum_copy_share: float = 0.75
+    steps_margin: float = 0.8
+
+    # ------------------------------------------------------------------ the two routes
+    def steps_features(self, schedule: Any) -> tuple[float, float, float, float]:
+        """(torch operations dispatched, matrix products, elements copied, multiply-adds) of
+        the steps route."""
+        ops, calls, copied = 1.0, 0.0, 0.0   # the dtype check
+        for prep in schedule.preparations:
+            ops += (prep.squeeze is not None) + len(prep.diagonals) + bool(prep.sum_axes)
+        for step in schedule.steps:
+            ops += bool(step.sum_x) + bool(step.sum_y)
+            if step.kernel == "einsum":
+                ops += 3   # torch.einsum on two operands: parse, permute, bmm
+                calls += _size(schedule, step.batch)
+                continue
+            ops += 1 + (step.kernel == "matmul")   # the kernel (and the result's reshape)
+            for view, size in ((step.x_view, _size(schedule, step.x_labels)),
+                               (step.y_view, _size(schedule, step.y_labels))):
+                if view is None:
+                    continue
+                ops += 1 + (view.permutation is not None) + view.swap_last + view.contiguous_first
+                if view.gather:
+                    ops += 1
+                    copied += size
+            if step.kernel == "matmul" and step.x_view is not None and step.y_view is not None:
+                copied += _broadcast_copies(step.x_view.shape, step.y_view.shape)
+                calls += math.prod(max(a, b) for a, b in zip(
+                    _padded(step.x_view.shape[:-2], step.y_view.shape[:-2]),
+                    _padded(step.y_view.shape[:-2], step.x_view.shape[:-2])))
+        finish = schedule.finish
+        if finish is not None:
+            ops += (finish.permutation is not None) + finish.reshape + finish.copy
+        return ops, calls, copied, _macs(schedule)
+
+    def einsum_features(self, schedule: Any, path: Any = None) -> tuple[float, float, float, float]:
+        """(pairwise contractions, matrix products, operand elements of those pairs,
+        multiply-adds) of one ``torch.einsum`` along ``path`` (default: the schedule's)."""
+        path = schedule.path if path is None else path
+        extents = schedule.extents
+        work = [tuple(dict.fromkeys(t)) for t in schedule.inputs]
+        pairs = calls = copied = macs = 0.0
+        for pair in path:
+            if len(pair) != 2:   # a single operand reduced on its own: torch does it in place
+                work.append(work.pop(pair[0]))
+                continue
+            i, j = sorted(pair)
+            y, x = work.pop(j), work.pop(i)
+            later = {lab for t in work for lab in t} | set(schedule.output)
+            both = set(x) | set(y)
+            kept = tuple(lab for lab in dict.fromkeys(x + y) if lab in later)
+            batch = [lab for lab in kept if lab in x and lab in y]
+            pairs += 1
+            calls += math.prod(extents[lab] for lab in batch)
+            copied += _size(schedule, x) + _size(schedule, y)
+            macs += math.prod(extents[lab] for lab in both)
+            work.append(kept)
+        return pairs, calls, copied, macs
+
+    def steps_ns(self, schedule: Any) -> float:
+        """The schedule's own steps on torch: a dispatch per operation, its copies, its MACs."""
+        if schedule.strategy == "direct":
+            return self.einsum_ns(schedule) + self.ns_per_op   # one einsum call (and a finish)
+        ops, calls, copied, macs = self.steps_features(schedule)
+        return (ops * self.ns_per_op + calls * self.ns_per_matmul_call
+                + copied * self.ns_per_copied_element + macs * self.ns_per_mac)
+
+    def einsum_ns(self, schedule: Any, path: Any = None) -> float:
+        """One ``torch.einsum`` along ``path`` (default: the schedule's path)."""
+        pairs, calls, copied, macs = self.einsum_features(schedule, path)
+        return (self.ns_per_einsum_call + pairs * self.ns_per_einsum_pair
+                + calls * self.ns_per_matmul_call
+                + self.einsum_copy_share * copied * self.ns_per_copied_element
+                + macs * self.ns_per_mac)
+
+    def choose(self, schedule: Any) -> tuple[str, Any]:
+        """The cheapest modelled route: ``('steps', None)`` (the schedule's own steps) or
+        ``('einsum', path)``, one ``torch.einsum`` along ``path``: the schedule's, or the one
+        ``torch.einsum`` itself would search for (opt_einsum's ``'auto'`` on the same
+        problem), found here once instead of on every call.
+
+        A schedule without an einsum string (more than 52 labels) or with blocks always runs
+        its steps.
+        """
+        if schedule.einsum is None or schedule.blocking is not None:
+            return "steps", None
+        options = [(self.einsum_ns(schedule), "einsum", schedule.path)]
+        own = torch_default_path(schedule)
+        if own is not None and own != schedule.path:
+            options.append((self.einsum_ns(schedule, own), "einsum", own))
+        cost, _, path = min(options, key=lambda o: o[0])
+        if schedule.strategy == "pairwise" and self.steps_ns(schedule) < self.steps_margin * cost:
+            return "steps", None
+        return "einsum", path
+
+
+def _macs(schedule: Any) -> float:
+    return float(schedule.flops if schedule.strategy == "pairwise" else schedule.naive_flops) / 2
+
+
+def _broadcast_copies(x: tuple[int, ...], y: tuple[int, ...]) -> int:
+    """Elements torch.matmul materialises when one factor's batch broadcasts against the
+    other's (it expands the smaller batch to the full one; numpy strides over it instead)."""
+    bx, by = x[:-2], y[:-2]
+    width = max(len(bx), len(by))
+    bx, by = (1,) * (width - len(bx)) + bx, (1,) * (width - len(by)) + by
+    full = math.prod(max(a, b) for a, b in zip(bx, by))
+    copied = 0
+    for batch, matrix in ((bx, x[-2:]), (by, y[-2:])):
+        if math.prod(batch) < full:
+            copied += full * math.prod(matrix)
+    return copied
+
+
+def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return (1,) * max(len(b) - len(a), 0) + tuple(a)
+
+
+def torch_default_path(schedule: Any) -> tuple[tuple[int, ...], ...] | None:
+    """The path ``torch.einsum`` would take (opt_einsum ``'auto'`` on the schedule's shapes)."""
+    if len(schedule.inputs) < 3 or schedule.einsum is None:
+        return None
+    import opt_einsum  # a core dependency; imported here to keep importing this module free
+
+    lhs, out = schedule.einsum.split("->")
+    sizes = {ch: n for term, shape in zip(lhs.split(","), schedule.shapes)
+             for ch, n in zip(term, shape) if n != 1}
+    shapes = [tuple(sizes.get(ch, 1) for ch in term) for term in lhs.split(",")]
+    path, _ = opt_einsum.contract_path(schedule.einsum, *shapes, shapes=True, optimize="auto")
+    return tuple(tuple(int(k) for k in pair) for pair in path)
+
+
+def _size(schedule: Any, labels: tuple[int, ...]) -> int:
+    extents = schedule.extents
+    return math.prod(extents[lab] for lab in labels)
+
+
+#: The constants the torch backend uses (fitted on a 2-core x86 CPU with torch 2.13).
+TORCH_MODEL = TorchCostModel()
