@@ -26,7 +26,7 @@ import numpy as np
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .errors import ContractionError, SizeMismatchError, quoted
-from .expand import expand
+from .expand import ellipsis_ranks, expand
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
@@ -463,7 +463,7 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
     if shapes is not None:
         return make_plan(subscripts, shapes, supplements).expansion.einsum
     parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
-    return expand(parsed, lengths).einsum
+    return expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims)).einsum
 
 
 def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
@@ -513,7 +513,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
-        exp = expand(parsed, lengths)
+        exp = expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims))
     lines.append("groups")
     for (g, labels), n in zip(exp.group_labels, lengths):
         syms = "".join(exp.readable_symbol(lab) for lab in labels) or "-"

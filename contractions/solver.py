@@ -30,7 +30,7 @@ from fractions import Fraction
 
 from .arguments import check_operand_count, normalise_supplements
 from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
-from .parser import ParsedSubscripts, is_group, parse
+from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse
 
 __all__ = [
     "Identifiability",
@@ -119,7 +119,9 @@ def _eliminate(rows: list[list[Fraction]], ncols: int) -> list[int]:
 
 
 def _coefficients(parsed: ParsedSubscripts, supplied: Iterable[str]) -> list[list[Fraction]]:
-    rows = [[Fraction(int(g in term)) for g in parsed.groups] for term in parsed.inputs]
+    # A term with '...' fixes nothing: its ellipsis takes whatever axes are left (zero row).
+    rows = [[Fraction(int(g in term and ELLIPSIS not in term)) for g in parsed.groups]
+            for term in parsed.inputs]
     for name in supplied:
         rows.append([Fraction(int(g == name)) for g in parsed.groups])
     return rows
@@ -299,7 +301,8 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
     # Columns heaviest first (stable), so the pivots are a maximum-weight basis.
     columns = sorted(range(len(free)), key=lambda j: -len(members[j]))
     where = {g: c for c, j in enumerate(columns) for g in free[j]}
-    rows = {tuple(sorted(where[g] for g in term if g in where)) for term in set(parsed.inputs)}
+    rows = {tuple(sorted(where[g] for g in term if g in where)) for term in set(parsed.inputs)
+            if ELLIPSIS not in term}  # an ellipsis absorbs the rest of its operand's axes
     rows.discard(())
     basis = _reduced_rows(sorted(rows), len(columns))
     pivots = {p for p, _ in basis}
@@ -434,7 +437,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     labels: list[str] = []
     for k, (term, nd) in enumerate(zip(parsed.inputs, ndims)):
         nlower = parsed.lowercase_count(k)
-        has_group = any(is_group(ch) for ch in term)
+        has_group = ELLIPSIS in term or any(is_group(ch) for ch in term)
         if nd < nlower or (not has_group and nd != nlower):
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
@@ -450,7 +453,8 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     n_groups = len(parsed.groups)
     n_eq = len(labels)
     coeffs = _coefficients(parsed, [g for g, _ in supplements])
-    rhs = [Fraction(nd - parsed.lowercase_count(k)) for k, nd in enumerate(ndims)]
+    rhs = [Fraction(0 if ELLIPSIS in parsed.inputs[k] else nd - parsed.lowercase_count(k))
+           for k, nd in enumerate(ndims)]
     rhs += [Fraction(n) for _, n in supplements]
     # Augment with [rhs | identity] so each reduced row remembers which original
     # equations it combines; that is what lets the error name the culprits.
@@ -516,6 +520,11 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     return tuple(int(v) for v in values)
 
 
+def _input_terms(info: Identifiability) -> tuple[str, ...]:
+    """The input terms of the string ``info`` describes."""
+    return parse(info.subscripts).inputs
+
+
 def _underdetermined_message(info: Identifiability) -> str:
     groups = ", ".join(repr(g) for g in info.undetermined)
     pinned = f" (with {', '.join('len_' + g for g in info.supplied)} given)" if info.supplied else ""
@@ -525,11 +534,13 @@ def _underdetermined_message(info: Identifiability) -> str:
         more = "more " if info.supplied else ""
         fix = (f"Pass {info.minimum_pins} {more}supplements together "
                f"(each len_<G>=<number of axes>){_sets_text(info)}.")
+    ellipsis = (" (a term with '...' fixes no length: its ellipsis takes the axes left over)"
+                if any(ELLIPSIS in term for term in _input_terms(info)) else "")
     return (
-        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: the number of axes of "
-        f"groups {groups} cannot be decided from the operands' ndims: the input terms fix only "
-        "sums of these lengths, and the solver leaves a split open only inside a co-travelling "
-        f"run, where every split expands to the same einsum. {fix} This need comes from the "
+        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: the operands' ndims do "
+        f"not determine the number of axes of groups {groups}: the input terms fix only "
+        f"sums of these lengths{ellipsis}, and the solver leaves a split open only inside a "
+        f"co-travelling run, where every split expands to the same einsum. {fix} This need comes from the "
         "string itself, not from these shapes: every call with this string needs the same "
         "supplement."
     )
