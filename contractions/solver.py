@@ -441,7 +441,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         if nd < nlower or (not has_group and nd != nlower):
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
-                f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term)}) has ndim {nd}, "
+                f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term.replace(ELLIPSIS, '...'))}) has ndim {nd}, "
                 f"but its term needs {want} axes ({nlower} single-axis letters"
                 f"{' plus its groups' if has_group else ''}). Check the operand order and "
                 f"that operand {k} is the array you meant."
