@@ -10,7 +10,16 @@ The pipeline, one module per stage: `parser` -> `solver` -> `expand` -> `plan` -
 `schedule` -> `backends` (numpy / jax / torch, looked up in a registry), and `api` on top.
 """
 
-from .api import ContractExpression, contract, contract_expression, expand_subscripts, explain
+from opt_einsum.contract import PathInfo
+
+from .api import (
+    ContractExpression,
+    contract,
+    contract_expression,
+    contract_path,
+    expand_subscripts,
+    explain,
+)
 from .errors import (
     ContractionError,
     InconsistentError,
@@ -31,6 +40,8 @@ __version__ = "0.1.0"
 __all__ = [
     "contract",
     "contract_expression",
+    "contract_path",
+    "PathInfo",
     "ContractExpression",
     "explain",
     "expand_subscripts",
