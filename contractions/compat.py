@@ -104,9 +104,12 @@ def check_numpy_options(subscripts: str, arrays: Sequence[Any], dtype: Any, cast
     ...
     TypeError: 'i->': operand 0 cannot be cast from float64 to int64 by the rule 'safe' (np.einsum's default); pass casting='unsafe' to truncate
     """
-    if not isinstance(order, str) or order.upper() not in ORDERS:
+    for name, value in (("order", order), ("casting", casting)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    if order.upper() not in ORDERS:
         raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
-    if not isinstance(casting, str) or casting not in CASTING_RULES:
+    if casting not in CASTING_RULES:
         raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe' "
                          f"(got {casting!r})")
     if dtype is None and casting in ("safe", "same_kind", "unsafe"):

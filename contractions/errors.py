@@ -19,6 +19,7 @@ __all__ = [
     "OperandCountError",
     "SizeMismatchError",
     "SupplementError",
+    "PathError",
     "caret_line",
     "quoted",
     "QUOTE_LIMIT",
@@ -55,6 +56,14 @@ class SupplementError(ContractionError, TypeError):
 
     It is both a `ContractionError` and a `TypeError` (keyword misuse), so either
     ``except`` clause catches it.
+    """
+
+
+class PathError(ContractionError, TypeError, IndexError):
+    """An explicit ``optimize=`` path is invalid for this many operands.
+
+    Also a `TypeError` (what np.einsum raises for a path it cannot follow) and an `IndexError`
+    (what opt_einsum raises), so code written for either catches it.
     """
 
 

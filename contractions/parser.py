@@ -219,6 +219,8 @@ def _parse(s: str) -> ParsedSubscripts:
         output = implicit_output(tuple(inputs))
     else:
         _check_output(s, arrow, left)
+        if ELLIPSIS in output and ELLIPSIS not in left:
+            output = output.replace(ELLIPSIS, "")
     # Every output symbol occurs in an input, so first appearance in the inputs is the order.
     first = {g: left.find(g) for g in _UPPER}
     groups = tuple(sorted((g for g, at in first.items() if at >= 0), key=first.__getitem__))
@@ -240,11 +242,7 @@ def _check_output(s: str, arrow: int, left: str) -> None:
                 raise _fail(s, [*range(out_seen[ch], out_seen[ch] + 3), *range(pos, pos + 3)],
                             "'...' appears twice in the output",
                             "An ellipsis may appear at most once per term.")
-            if ch not in in_symbols:
-                raise _fail(s, range(pos, pos + 3), "'...' is in the output but in no input",
-                            "The output's '...' stands for the inputs' broadcast axes: put "
-                            "'...' in the inputs too, or drop it from the output.")
-            out_seen[ch] = pos
+            out_seen[ch] = pos  # with no input '...' it stands for no axes, as in numpy
             continue
         if ch in out_seen:
             raise _fail(s, [out_seen[ch], pos], f"{ch!r} appears twice in the output",
