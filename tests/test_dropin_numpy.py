@@ -200,7 +200,7 @@ def test_a_bad_path_is_numpys_and_opt_einsums_exception(path):
     got = _exception_of(lambda: contract("ij,jk", a, b, optimize=path))
     assert isinstance(got, PathError) and isinstance(got, ContractionError)
     for einsum in (np.einsum, oe.contract):
-        want = _exception_of(lambda: einsum("ij,jk", a, b, optimize=path))
+        want = _exception_of(lambda f=einsum: f("ij,jk", a, b, optimize=path))
         assert isinstance(got, type(want)), (einsum, type(want))
 
 
