@@ -215,3 +215,41 @@ def test_a_repeated_uppercase_letter_is_refused_with_advice():
 def test_every_refusal_is_a_contraction_error():
     with pytest.raises(ContractionError):
         contract("a....->a", np.ones(2))
+
+
+# ------------------------------------------------------------------ the loop oracle too
+@settings(max_examples=150, deadline=None)
+@given(ellipsis_calls())
+def test_the_loop_oracle_reads_ellipses_as_numpy_does(call):
+    from contractions.testing.oracle import loop_contract
+
+    subscripts, operands = call
+    want = _reference(subscripts, *operands)
+    got = loop_contract(subscripts, operands, {})
+    assert np.shape(got) == np.shape(want)
+    assert np.allclose(got, want)
+
+
+def test_the_loop_oracle_with_groups_ellipses_and_any_letter():
+    from contractions.testing.oracle import loop_contract
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 2, 3, 5))
+    w = rng.standard_normal((2, 3, 5, 6))
+    want = np.einsum("zpqa,pqab->zpqb", x, w)
+    assert np.allclose(loop_contract("...Wα,Wαβ->...Wβ", [x, w], {"W": (2, 3)}), want)
+    assert np.allclose(contract("...Wα,Wαβ->...Wβ", x, w), want)
+
+
+@pytest.mark.parametrize("subscripts", ["...Wa,Wab->...Wb", "...a,a...->...", "ij...,j->...i", "...ii->...i"])
+def test_the_harness_shape_matrix_covers_ellipses(subscripts):
+    from contractions.testing.cases import random_operands, shape_matrix
+    from contractions.testing.oracle import loop_contract
+
+    cases = shape_matrix(subscripts)
+    assert "ellipsis-broadcast" in [c.name for c in cases]
+    for case in cases:
+        ops = random_operands(subscripts, case)
+        want = loop_contract(subscripts, ops, case.group_shapes)
+        got = contract(subscripts, *ops)
+        assert np.shape(got) == np.shape(want) and np.allclose(got, want), case.name
