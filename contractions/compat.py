@@ -65,7 +65,7 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     if len(args) % 2:  # the last item is the output sublist
         output = operands.pop()
     for k, sub in enumerate([*sublists, *([] if output is None else [output])]):
-        if isinstance(sub, (str, bytes)) or not isinstance(sub, Sequence) and not hasattr(sub, "__iter__"):
+        if not isinstance(sub, (list, tuple, range)):
             raise TypeError(f"sublist {k} is {type(sub).__name__} ({sub!r}); in the sublist form each "
                             "operand is followed by a list of its axis symbols, e.g. "
                             "contract(a, [0, 1], b, [1, 2], [0, 2])")
