@@ -178,16 +178,25 @@ def uppercase_calls(draw):
     extent = {"a": 2, "b": 3, "A": 2, "B": 3}
     n = draw(st.integers(1, 3))
     terms = [draw(st.text(st.sampled_from(alphabet), min_size=0, max_size=3)) for _ in range(n)]
+    shapes = [[extent[c] for c in t] for t in terms]
+    with_ellipsis = draw(st.booleans())
+    if with_ellipsis:  # some terms get '...' of rank 0-2, right-aligned against (4, 1)
+        for k in range(n):
+            if draw(st.booleans()):
+                rank, at = draw(st.integers(0, 2)), draw(st.integers(0, len(terms[k])))
+                terms[k] = terms[k][:at] + "..." + terms[k][at:]
+                shapes[k] = shapes[k][:at] + [4, 1][2 - rank:] + shapes[k][at:]
     if draw(st.booleans()):
-        out = ""
         subscripts = ",".join(terms)
     else:
-        used = sorted(set("".join(terms)))
+        used = sorted(set("".join(terms).replace(".", "")))
         perm = draw(st.permutations(used))
         out = "".join(perm[: draw(st.integers(0, len(perm)))])
+        if any("..." in t for t in terms):
+            out += "..."
         subscripts = ",".join(terms) + "->" + out
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
-    ops = [rng.standard_normal(tuple(extent[c] for c in t)) for t in terms]
+    ops = [rng.standard_normal(tuple(shape)) for shape in shapes]
     return subscripts, ops
 
 
