@@ -262,3 +262,16 @@ def test_the_harness_shape_matrix_covers_ellipses(subscripts):
         want = loop_contract(subscripts, ops, case.group_shapes)
         got = contract(subscripts, *ops)
         assert np.shape(got) == np.shape(want) and np.allclose(got, want), case.name
+
+
+def test_the_harness_call_site_and_split_cases_cover_ellipses():
+    from contractions.testing.cases import call_site_cases, random_operands, split_case
+    from contractions.testing.oracle import loop_contract
+
+    subscripts = "...KCa,Cab->...KCb"
+    cases = [*call_site_cases(subscripts, {}), split_case(subscripts, ("K",))[0]]
+    for case in cases:
+        ops = random_operands(subscripts, case)
+        want = loop_contract(subscripts, ops, case.group_shapes)
+        got = contract(subscripts, *ops, len_K=len(case.group_shapes["K"]))
+        assert np.shape(got) == np.shape(want) and np.allclose(got, want), case.name

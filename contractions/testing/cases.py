@@ -165,11 +165,12 @@ def call_site_cases(subscripts: str, pinned: Mapping[str, int]) -> list[ShapeCas
     >>> [c.group_shapes for c in call_site_cases('WCo,WCa->Cao', {'W': 0})]
     [{'W': (), 'C': (2,)}, {'W': (), 'C': (2, 2)}]
     """
-    groups = split_terms(subscripts).groups
+    terms = split_terms(subscripts)
+    ellipsis = {"...": (2,)} if any(ELLIPSIS in term for term in terms.inputs) else {}
     return [
         ShapeCase(
             f"call-site-{default_axes}",
-            {g: (2,) * pinned.get(g, default_axes) for g in groups},
+            {**{g: (2,) * pinned.get(g, default_axes) for g in terms.groups}, **ellipsis},
             letter_sizes(subscripts),
         )
         for default_axes in (1, 2)
@@ -192,6 +193,8 @@ def split_case(subscripts: str, run: Sequence[str]) -> tuple[ShapeCase, int]:
     for member in run:
         group_shapes[member] = ()
     group_shapes[run[0]] = (2, 3, 2)[:total]
+    if any(ELLIPSIS in term for term in split_terms(subscripts).inputs):
+        group_shapes["..."] = (2,)
     return ShapeCase(f"run-{''.join(run)}", group_shapes, letter_sizes(subscripts)), total
 
 
