@@ -199,7 +199,7 @@ def path_info(einsum: str, shapes: Sequence[tuple[int, ...]], path: Sequence[tup
 
     >>> info = path_info('ij,jk->ik', [(2, 3), (3, 4)], [(0, 1)])
     >>> info.opt_cost, info.largest_intermediate
-    (Decimal('24'), Decimal('8'))
+    (Decimal('48'), Decimal('8'))
     """
     import opt_einsum
 
