@@ -402,6 +402,7 @@ class ContractExpression:
         _check_subscripts(subscripts)
         #: opt_einsum's ``constants=``: operand position -> the array, converted once here
         self.constants: dict[int, Any] = dict(constants or {})
+        self._converted: dict[tuple[str, str], dict[int, Any]] = {}  # constants per library
         self.subscripts = subscripts
         self.shapes = shapes
         self.supplements = supplements
@@ -470,9 +471,29 @@ def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tupl
         raise OperandCountError(
             f"this expression for {quoted(expr.subscripts)} takes {n} operand{'s' if n != 1 else ''} "
             f"(positions {sorted(expr.constants)} are constants) but {len(operands)} were given")
+    constants = _constants_for(expr, operands)
     given = iter(operands)
-    return tuple(expr.constants[k] if k in expr.constants else next(given)
-                 for k in range(len(expr.shapes)))
+    return tuple(constants[k] if k in constants else next(given) for k in range(len(expr.shapes)))
+
+
+def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:
+    """The constants as arrays of the operands' library (JAX, torch: converted once per library
+    and device, then reused), so a call does not convert them again."""
+    if not operands or all(type(op) is _ndarray for op in operands):
+        return expr.constants
+    name = backend_for(operands).name
+    if name not in ("jax", "torch"):
+        return expr.constants
+    device = getattr(operands[0], "device", None) if name == "torch" else None
+    key = (name, str(device))
+    cache = expr._converted
+    if key not in cache:
+        numpy_ones = [k for k, c in expr.constants.items() if type(c) is _ndarray]
+        converted = dict(expr.constants)
+        for k, c in zip(numpy_ones, to_library(name, [expr.constants[k] for k in numpy_ones])):
+            converted[k] = c if device is None else c.to(device)
+        cache[key] = converted
+    return cache[key]
 
 
 def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: Any, backend: Any,

@@ -141,3 +141,16 @@ def test_zero_extents_with_every_optimizer(optimize, shapes):
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
     assert contract_path("ij,jk,kl->il", *ops, optimize=optimize)[1].opt_cost >= 0
+
+
+def test_constants_are_converted_once_per_library():
+    torch = pytest.importorskip("torch")
+    a, b, c = _operands([(2, 3), (3, 4), (4, 5)])
+    expr = contract_expression("ij,jk,kl->il", a.shape, b, c.shape, constants=[1])
+    first = expr(torch.from_numpy(a), torch.from_numpy(c))
+    assert isinstance(first, torch.Tensor)
+    np.testing.assert_allclose(first.numpy(), a @ b @ c)
+    cached = expr._converted[("torch", "cpu")][1]
+    assert isinstance(cached, torch.Tensor)
+    expr(torch.from_numpy(a), torch.from_numpy(c))
+    assert expr._converted[("torch", "cpu")][1] is cached
