@@ -221,6 +221,10 @@ def contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _
     >>> contract('Wa,Wab,Wb->W', np.ones((2, 3)), np.ones((2, 3, 4)), np.ones((2, 4)),
     ...          optimize=[(1, 2), (0, 1)]).tolist()
     [12.0, 12.0]
+    >>> contract('...ij,jk', np.ones((5, 2, 3)), np.ones((3, 4))).shape    # numpy's forms
+    (5, 2, 4)
+    >>> contract(np.ones((2, 3)), [0, 1], np.ones(3), [1]), contract('i,i', np.ones(3), np.ones(3))
+    (array([3., 3.]), np.float64(3.0))
     """
     if type(subscripts) is not str:
         subscripts, operands = _sublist_call(subscripts, operands)
