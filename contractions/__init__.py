@@ -10,13 +10,23 @@ The pipeline, one module per stage: `parser` -> `solver` -> `expand` -> `plan` -
 `schedule` -> `backends` (numpy / jax / torch, looked up in a registry), and `api` on top.
 """
 
+from opt_einsum.contract import PathInfo
+
 from ._version import __version__
-from .api import ContractExpression, contract, contract_expression, expand_subscripts, explain
+from .api import (
+    ContractExpression,
+    contract,
+    contract_expression,
+    contract_path,
+    expand_subscripts,
+    explain,
+)
 from .errors import (
     ContractionError,
     InconsistentError,
     OperandCountError,
     OptionError,
+    PathError,
     SizeMismatchError,
     SubscriptsSyntaxError,
     SupplementError,
@@ -31,6 +41,8 @@ from .solver import Identifiability, co_travelling_runs, identifiability, solve_
 __all__ = [
     "contract",
     "contract_expression",
+    "contract_path",
+    "PathInfo",
     "ContractExpression",
     "explain",
     "expand_subscripts",
@@ -51,6 +63,7 @@ __all__ = [
     "UnderdeterminedError",
     "InconsistentError",
     "OperandCountError",
+    "PathError",
     "SizeMismatchError",
     "SupplementError",
     "OptionError",

@@ -26,8 +26,18 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .errors import ContractionError, OptionError, SizeMismatchError, quoted
-from .expand import expand
+from .compat import (
+    apply_order,
+    backend_name,
+    check_numpy_options,
+    from_library,
+    from_sublists,
+    numpy_optimize,
+    path_info,
+    to_library,
+)
+from .errors import ContractionError, OperandCountError, OptionError, SizeMismatchError, quoted
+from .expand import ellipsis_ranks, expand
 from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, _checked_path, make_schedule, normalise_optimize
@@ -48,7 +58,8 @@ class _Array(Protocol):
 
 _ArrayT = TypeVar("_ArrayT", bound=_Array)
 
-__all__ = ["ContractExpression", "contract", "contract_expression", "explain", "expand_subscripts"]
+__all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain",
+           "expand_subscripts"]
 
 _ndarray = np.ndarray
 
@@ -207,6 +218,11 @@ _AUTO = "auto"
 _DEFAULT_LIMIT = "default"
 
 
+_ORDER_K = "K"
+_SAFE = "safe"
+_NO_SUBSCRIPTS: Any = object()
+
+
 # Typed results: a type checker gets the operands' array type back.  numpy arrays and scalars
 # give NDArray[Any] (the result's shape and dtype differ from the operands'); an array type of
 # any other library (jax.Array, torch.Tensor, dask's Array: none is generic in its shape) comes
@@ -217,11 +233,12 @@ def contract(subscripts: str, *operands: NDArray[Any] | np.generic, **options: A
 @overload
 def contract(subscripts: str, *operands: _ArrayT, **options: Any) -> _ArrayT: ...
 @overload
-def contract(subscripts: str, *operands: Any, **options: Any) -> Any: ...
-def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
+def contract(subscripts: Any = ..., *operands: Any, **options: Any) -> Any: ...
+def contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _AUTO,
              memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
              preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
-             **len_groups: int) -> Any:
+             order: Any = _ORDER_K, casting: Any = _SAFE, backend: Any = None,
+             use_blas: Any = True, **len_groups: int) -> Any:
     """Evaluate a grouped einsum.
 
     UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters single
@@ -241,6 +258,12 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
     exceed it takes another order or runs in blocks (``explain`` shows them).  torch blocks
     only when given a limit; JAX never does (XLA plans its buffers).
 
+    np.einsum's and opt_einsum's calls work unchanged (docs/numpy-compat.md): ``...``,
+    implicit output, the sublist form ``contract(a, [0, 1], b, [1, 2], [0, 2])``, ``order=``,
+    ``casting=`` (numpy's rules, checked before any arithmetic), ``backend=`` (opt_einsum's
+    library names; numpy operands are converted to it and the result back) and ``use_blas=``
+    (accepted; BLAS is used wherever the schedule picks matmul).
+
     ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.  On numpy
     and torch, ``preferred_element_type`` is the dtype the operands are converted to before
     contracting and ``precision`` is ignored.  ``dtype`` is np.einsum's name for the same
@@ -254,9 +277,16 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
     >>> contract('Wa,Wab,Wb->W', np.ones((2, 3)), np.ones((2, 3, 4)), np.ones((2, 4)),
     ...          optimize=[(1, 2), (0, 1)]).tolist()
     [12.0, 12.0]
+    >>> contract('...ij,jk', np.ones((5, 2, 3)), np.ones((3, 4))).shape    # numpy's forms
+    (5, 2, 4)
+    >>> contract(np.ones((2, 3)), [0, 1], np.ones(3), [1]), contract('i,i', np.ones(3), np.ones(3))
+    (array([3., 3.]), np.float64(3.0))
     """
+    if type(subscripts) is not str:
+        subscripts, operands = _sublist_call(subscripts, operands)
     if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
-            and out is None and dtype is None):
+            and out is None and dtype is None and order is _ORDER_K and casting is _SAFE
+            and backend is None):
         # Hot path: every operand a numpy array and every len_* a plain int.  One dict lookup
         # keyed on (subscripts, *shapes, *len items) yields the compiled callable; everything
         # else happens once, on the first call of a signature.
@@ -289,8 +319,54 @@ def contract(subscripts: str, *operands: Any, optimize: Any = _AUTO,
             raise TypeError(f"dtype={dtype!r} and preferred_element_type={preferred_element_type!r} "
                             "disagree; they mean the same thing, pass one")
         preferred_element_type = dtype
+    if order is not _ORDER_K or casting is not _SAFE or dtype is not None or backend is not None:
+        return _contract_numpy_style(subscripts, operands, len_groups, optimize,
+                                     BackendOptions(precision, preferred_element_type), out,
+                                     memory_limit, dtype, order, casting, backend)
     return _contract_general(subscripts, operands, len_groups, optimize,
                              BackendOptions(precision, preferred_element_type), out, memory_limit)
+
+
+def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """np.einsum's sublist form, or numpy's error for a call without subscripts."""
+    if first is _NO_SUBSCRIPTS:
+        raise OperandCountError("contract needs the subscripts string and at least one operand, "
+                                "or operands each followed by its sublist, e.g. contract(a, [0, 1], "
+                                "b, [1, 2], [0, 2])")
+    if isinstance(first, str) or not operands:
+        _check_subscripts(first)
+    return from_sublists(first, operands)
+
+
+def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
+                          optimize: Any, options: BackendOptions, out: Any, memory_limit: Any,
+                          dtype: Any, order: Any, casting: Any, backend: Any) -> Any:
+    """``contract`` with np.einsum's ``order=``/``casting=``/``dtype=`` rules and
+    opt_einsum's ``backend=``: checked before any arithmetic, then the general route."""
+    _check_subscripts(subscripts)
+    arrays = [op if hasattr(op, "dtype") else np.asarray(op) for op in operands
+              if not isinstance(op, _REFUSED) and op is not None]
+    check_numpy_options(subscripts, arrays, dtype, casting, order)
+    name = backend_name(backend)
+    if name is not None and name != backend_for(operands).name:
+        result = _on_backend(name, subscripts, operands, len_groups, optimize, options, memory_limit)
+        if out is not None:
+            np.copyto(out, result, casting="safe")
+            return out
+        return apply_order(result, order, operands)
+    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit)
+    return result if out is not None else apply_order(result, order, operands)
+
+
+def _on_backend(name: str, subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
+                optimize: Any, options: BackendOptions, memory_limit: Any) -> Any:
+    """opt_einsum's ``backend=`` for numpy operands: convert them, contract, convert back."""
+    if backend_for(operands).name != "numpy":
+        raise ContractionError(f"backend={name!r} was asked for, but the operands are "
+                               f"{backend_for(operands).name} arrays; pass backend='auto'")
+    converted = to_library(name, [np.asarray(op) for op in operands])
+    result = _contract_general(subscripts, converted, len_groups, optimize, options, None, memory_limit)
+    return from_library(name, result)
 
 
 def _check_subscripts(subscripts: Any) -> None:
@@ -344,7 +420,7 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_dtypes(arrays)
     supplements = normalise_supplements(len_groups)
     shapes = _shapes_of(arrays)
-    optimize = _checked_optimize(optimize, subscripts, len(arrays))
+    optimize = _checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
     if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
@@ -418,8 +494,11 @@ class ContractExpression:
 
     def __init__(self, subscripts: str, shapes: tuple[tuple[int, ...], ...],
                  supplements: tuple[tuple[str, int], ...], optimize: Any,
-                 memory_limit: Any = "default") -> None:
+                 memory_limit: Any = "default", constants: Mapping[int, Any] | None = None) -> None:
         _check_subscripts(subscripts)
+        #: opt_einsum's ``constants=``: operand position -> the array, converted once here
+        self.constants: dict[int, Any] = dict(constants or {})
+        self._converted: dict[tuple[str, str], dict[int, Any]] = {}  # constants per library
         self.subscripts = subscripts
         self.shapes = shapes
         self.supplements = supplements
@@ -469,18 +548,25 @@ class ContractExpression:
 
     @overload
     def __call__(self, *operands: NDArray[Any] | np.generic, precision: Any = ...,
-                 preferred_element_type: Any = ...) -> NDArray[Any]: ...
+                 preferred_element_type: Any = ...,
+                 out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> NDArray[Any]: ...
     @overload
     def __call__(self, *operands: _ArrayT, precision: Any = ...,
-                 preferred_element_type: Any = ...) -> _ArrayT: ...
+                 preferred_element_type: Any = ...,
+                 out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> _ArrayT: ...
     @overload
     def __call__(self, *operands: Any, precision: Any = ...,
-                 preferred_element_type: Any = ...) -> Any: ...
-    def __call__(self, *operands: Any, precision: Any = None,
-                 preferred_element_type: Any = None) -> Any:
+                 preferred_element_type: Any = ...,
+                 out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> Any: ...
+    def __call__(self, *operands: Any, precision: Any = None, preferred_element_type: Any = None,
+                 out: Any = None, backend: Any = None, evaluate_constants: bool = False) -> Any:
+        if self.constants:
+            operands = _with_constants(self, operands)
         if _is_compiling():
             # Traced by torch.compile: forward to contract, which is one node of the graph.
             return _traced_call(self, operands, precision, preferred_element_type)
+        if out is not None or backend is not None:
+            return _call_numpy_style(self, operands, out, backend, precision, preferred_element_type)
         if len(operands) == len(self.shapes) and preferred_element_type is None:
             for op, shape in zip(operands, self.shapes):
                 if type(op) is not _ndarray or op.shape != shape:
@@ -506,8 +592,71 @@ class ContractExpression:
                        options, self.memory_limit)(*arrays)
 
 
-def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any = "auto",
-                        memory_limit: Any = "default", **len_groups: int) -> ContractExpression:
+def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The call's operands with the expression's constants put back in their positions."""
+    n = len(expr.shapes) - len(expr.constants)
+    if len(operands) != n:
+        raise OperandCountError(
+            f"this expression for {quoted(expr.subscripts)} takes {n} operand{'s' if n != 1 else ''} "
+            f"(positions {sorted(expr.constants)} are constants) but {len(operands)} were given")
+    constants = _constants_for(expr, operands)
+    given = iter(operands)
+    return tuple(constants[k] if k in constants else next(given) for k in range(len(expr.shapes)))
+
+
+def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:
+    """The constants as arrays of the operands' library (JAX, torch: converted once per library
+    and device, then reused), so a call does not convert them again."""
+    if not operands or all(type(op) is _ndarray for op in operands):
+        return expr.constants
+    name = backend_for(operands).name
+    if name not in ("jax", "torch"):
+        return expr.constants
+    device = getattr(operands[0], "device", None) if name == "torch" else None
+    key = (name, str(device))
+    cache = expr._converted
+    if key not in cache:
+        numpy_ones = [k for k, c in expr.constants.items() if type(c) is _ndarray]
+        converted = dict(expr.constants)
+        for k, c in zip(numpy_ones, to_library(name, [expr.constants[k] for k in numpy_ones])):
+            converted[k] = c if device is None else c.to(device)
+        cache[key] = converted
+    return cache[key]
+
+
+def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: Any, backend: Any,
+                      precision: Any, preferred_element_type: Any) -> Any:
+    """An expression called with opt_einsum's ``out=`` or ``backend=``."""
+    name = backend_name(backend)
+    if name is not None and name != backend_for(operands).name:
+        if backend_for(operands).name != "numpy":
+            raise ContractionError(f"backend={name!r} was asked for, but the operands are "
+                                   f"{backend_for(operands).name} arrays; pass backend='auto'")
+        converted = to_library(name, [np.asarray(op) for op in operands])
+        result = from_library(name, expr(*_without_constants(expr, converted), precision=precision,
+                                         preferred_element_type=preferred_element_type))
+    else:
+        result = expr(*_without_constants(expr, operands), precision=precision,
+                      preferred_element_type=preferred_element_type)
+    if out is None:
+        return result
+    options = BackendOptions(precision, preferred_element_type)
+    arrays = _as_operands(operands, _NUMPY)
+    _check_out(out, _NUMPY, expr.plan, arrays, options)
+    np.copyto(out, result, casting="safe")
+    return out
+
+
+def _without_constants(expr: ContractExpression, operands: Sequence[Any]) -> tuple[Any, ...]:
+    if not expr.constants:
+        return tuple(operands)
+    # the constants are re-inserted by the call; a converted constant replaces the stored one
+    return tuple(op for k, op in enumerate(operands) if k not in expr.constants)
+
+
+def contract_expression(subscripts: str, *shapes: Any, optimize: Any = "auto",
+                        memory_limit: Any = "default", constants: Sequence[int] | None = None,
+                        use_blas: Any = True, **len_groups: int) -> ContractExpression:
     """Plan, schedule and compile a contraction once for these operand shapes.
 
     The familiar opt_einsum/cotengra convention: the returned `ContractExpression` is called
@@ -519,9 +668,61 @@ def contract_expression(subscripts: str, *shapes: Sequence[int], optimize: Any =
     >>> expr.schedule.path, expr(np.ones((3, 2, 5)), np.ones((3, 2, 4))).shape
     (((0, 1),), (2, 4, 5))
     """
+    if type(subscripts) is not str and shapes:  # the sublist form, with shapes for operands
+        subscripts, shapes = from_sublists(subscripts, shapes)
+    fixed = _constant_operands(shapes, constants)
     return ContractExpression(subscripts, _checked_shapes(shapes, "contract_expression"),
-                              normalise_supplements(len_groups), _checked_optimize(optimize, subscripts, len(shapes)),
+                              normalise_supplements(len_groups), _checked_optimize(numpy_optimize(optimize), subscripts, len(shapes)),
+                              normalise_memory_limit(memory_limit), constants=fixed)
+
+
+def _constant_operands(shapes: Sequence[Any], constants: Sequence[int] | None) -> dict[int, Any]:
+    """opt_einsum's ``constants=``: positions whose entry in ``shapes`` is the array itself."""
+    if constants is None:
+        return {}
+    fixed = {}
+    for k in constants:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < len(shapes):
+            raise TypeError(f"constants= lists operand positions 0..{len(shapes) - 1}, got {k!r}")
+        if not hasattr(shapes[k], "shape") or not hasattr(shapes[k], "dtype"):
+            raise TypeError(f"constants= names operand {k}, so pass that operand's array (not its "
+                            "shape) in its place")
+        item = shapes[k]
+        fixed[int(k)] = item if type(item) is _ndarray else (
+            np.asarray(item) if isinstance(item, (np.generic, list, tuple)) else item)
+    return fixed
+
+
+# ---------------------------------------------------------------------------- contract_path
+def contract_path(subscripts: Any, *operands: Any, optimize: Any = "auto",
+                  memory_limit: Any = "default", shapes: bool = False, use_blas: bool = True,
+                  **len_groups: int) -> tuple[list[tuple[int, ...]], Any]:
+    """opt_einsum's ``contract_path``: the pairwise path `contract` runs and its `PathInfo`.
+
+    ``path`` is in opt_einsum's list-of-pairs form (pass it back as ``optimize=``); the info is
+    opt_einsum's own `PathInfo` for that path on the expanded einsum (one letter per axis), so
+    ``contraction_list``, ``opt_cost``, ``naive_cost``, ``speedup``, ``size_list``,
+    ``largest_intermediate`` and its printed table read as opt_einsum's.  With
+    ``shapes=True`` the operands are shapes.
+
+    >>> import numpy as np
+    >>> path, info = contract_path('ij,jk,kl->il', np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5)))
+    >>> path, info.opt_cost
+    ([(0, 1), (0, 1)], Decimal('128'))
+    """
+    if type(subscripts) is not str:
+        subscripts, operands = _sublist_call(subscripts, operands)
+    _check_subscripts(subscripts)
+    supplements = normalise_supplements(len_groups)
+    if shapes:
+        shape_list = _checked_shapes(operands, "contract_path")
+    else:
+        shape_list = _shapes_of(_as_operands(operands, _NUMPY if not operands else backend_for(operands)))
+    opt = _checked_optimize(numpy_optimize(optimize), subscripts, len(shape_list))
+    plan, schedule = _planned(subscripts, shape_list, supplements, opt,
                               normalise_memory_limit(memory_limit))
+    path = [tuple(step) for step in schedule.path]
+    return path, path_info(plan.expansion.einsum, plan.shapes, path, use_blas=use_blas)
 
 
 # ------------------------------------------------------------------------- introspection
@@ -592,7 +793,7 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
     if shapes is not None:
         return make_plan(subscripts, shapes, supplements).expansion.einsum
     parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
-    return expand(parsed, lengths).einsum
+    return expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims)).einsum
 
 
 def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
@@ -636,7 +837,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     else:
         chosen = _NUMPY
     if shapes is not None:
-        opt = _checked_optimize(optimize, subscripts, len(shapes))
+        opt = _checked_optimize(numpy_optimize(optimize), subscripts, len(shapes))
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
@@ -647,7 +848,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
-        exp = expand(parsed, lengths)
+        exp = expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims))
     lines.append("groups")
     for (g, labels), n in zip(exp.group_labels, lengths):
         syms = "".join(exp.readable_symbol(lab) for lab in labels) or "-"

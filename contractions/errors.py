@@ -20,6 +20,7 @@ __all__ = [
     "SizeMismatchError",
     "SupplementError",
     "OptionError",
+    "PathError",
     "caret_line",
     "quoted",
     "QUOTE_LIMIT",
@@ -63,6 +64,14 @@ class OptionError(ContractionError):
     """A keyword option has a value outside its documented set: an unknown ``optimize=``
     preset or ``backend=`` name, a ``memory_limit=`` that is not a positive finite size, a
     group length that is not a whole number of axes, or more axes than can be named."""
+
+
+class PathError(ContractionError, TypeError, IndexError):
+    """An explicit ``optimize=`` path is invalid for this many operands.
+
+    Also a `TypeError` (what np.einsum raises for a path it cannot follow) and an `IndexError`
+    (what opt_einsum raises), so code written for either catches it.
+    """
 
 
 QUOTE_LIMIT = 120

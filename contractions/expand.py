@@ -21,10 +21,11 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import SupplementError, quoted
-from .parser import ParsedSubscripts, is_group, parse
+from .errors import InconsistentError, SupplementError, quoted
+from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse
 
-__all__ = ["Expansion", "expansion", "expand", "symbol_past_letters", "EXPAND_CACHE_SIZE"]
+__all__ = ["Expansion", "expansion", "expand", "ellipsis_ranks", "symbol_past_letters",
+           "EXPAND_CACHE_SIZE"]
 
 EXPAND_CACHE_SIZE = 4096
 
@@ -47,6 +48,7 @@ class Expansion:
     symbols: tuple[str, ...]
     group_labels: tuple[tuple[str, tuple[int, ...]], ...]
     letter_labels: tuple[tuple[str, int], ...]
+    ellipsis_labels: tuple[int, ...] = ()
 
     @property
     def readable(self) -> str:
@@ -75,7 +77,10 @@ class Expansion:
         return len(self.symbols)
 
     def owner(self, label: int) -> tuple[str, int]:
-        """``(group, sub-axis index)`` for a group axis, ``(letter, 0)`` for a letter."""
+        """``(group, sub-axis index)`` for a group axis, ``(letter, 0)`` for a letter,
+        ``('...', index)`` for a broadcast axis of the ellipsis."""
+        if label in self.ellipsis_labels:
+            return "...", self.ellipsis_labels.index(label)
         for g, labels in self.group_labels:
             if label in labels:
                 return g, labels.index(label)
@@ -110,24 +115,69 @@ def _fresh_symbols(used_letters: set[str]):
             yield ch
     k = 52
     while True:
-        yield symbol_past_letters(k)
+        symbol = symbol_past_letters(k)
+        if symbol not in used_letters:  # a non-ASCII letter the string uses for an axis
+            yield symbol
         k += 1
 
 
-@functools.lru_cache(maxsize=EXPAND_CACHE_SIZE)
-def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...]) -> Expansion:
-    """Expand ``parsed`` with ``lengths`` given in ``parsed.groups`` order (cached)."""
+def ellipsis_ranks(parsed: ParsedSubscripts, lengths: tuple[int, ...],
+                   ndims: tuple[int, ...]) -> tuple[int, ...]:
+    """How many axes the ``...`` of each input term stands for (0 for a term without one):
+    the operand's ndim less its term's letters and groups.  ``()`` when no term has one.
+
+    >>> ellipsis_ranks(parse('...ij,j...->...'), (), (4, 2))
+    (2, 1)
+    """
+    if not parsed.has_ellipsis:
+        return ()
     length_of = dict(zip(parsed.groups, lengths))
-    used = {ch for ch in parsed.subscripts if ch.islower()}
+    ranks = []
+    for k, (term, nd) in enumerate(zip(parsed.inputs, ndims)):
+        if ELLIPSIS not in term:
+            ranks.append(0)
+            continue
+        fixed = sum(length_of[ch] if is_group(ch) else 1 for ch in term if ch != ELLIPSIS)
+        if nd < fixed:
+            raise InconsistentError(
+                f"inconsistent operands for {quoted(parsed.subscripts)}: operand {k} has ndim {nd}, "
+                f"but its term {parsed.inputs[k].replace(ELLIPSIS, '...')!r} needs at least {fixed} "
+                "axes besides its '...'. Check the operand order and each operand's ndim.")
+        ranks.append(nd - fixed)
+    return tuple(ranks)
+
+
+@functools.lru_cache(maxsize=EXPAND_CACHE_SIZE)
+def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...],
+           ranks: tuple[int, ...] = ()) -> Expansion:
+    """Expand ``parsed`` with ``lengths`` given in ``parsed.groups`` order (cached).
+
+    ``ranks`` (from `ellipsis_ranks`) gives each term's number of ``...`` axes.  As in numpy,
+    the ellipses broadcast right-aligned: ``...`` expands to as many fresh axes as the largest
+    rank, a term of rank ``r`` takes the last ``r`` of them, and an output without ``...``
+    sums them.
+    """
+    length_of = dict(zip(parsed.groups, lengths))
+    used = {ch for ch in parsed.subscripts if ch.isalpha() and not is_group(ch)}
     fresh = _fresh_symbols(used)
     symbols: list[str] = []
     group_labels: dict[str, tuple[int, ...]] = {}
     letter_labels: dict[str, int] = {}
+    rank_of = dict(enumerate(ranks))
+    width = max(ranks, default=0)
+    ellipsis: list[tuple[int, ...]] = []
 
-    def labels_of(term: str) -> tuple[int, ...]:
+    def labels_of(term: str, k: int) -> tuple[int, ...]:
         out: list[int] = []
         for ch in term:
-            if is_group(ch):
+            if ch == ELLIPSIS:
+                if not ellipsis:
+                    start = len(symbols)
+                    symbols.extend(next(fresh) for _ in range(width))
+                    ellipsis.append(tuple(range(start, len(symbols))))
+                r = width if k < 0 else rank_of.get(k, 0)
+                out.extend(ellipsis[0][width - r:])
+            elif is_group(ch):
                 if ch not in group_labels:
                     start = len(symbols)
                     for _ in range(length_of[ch]):
@@ -141,8 +191,8 @@ def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...]) -> Expansion:
                 out.append(letter_labels[ch])
         return tuple(out)
 
-    inputs = tuple(labels_of(term) for term in parsed.inputs)
-    output = labels_of(parsed.output)
+    inputs = tuple(labels_of(term, k) for k, term in enumerate(parsed.inputs))
+    output = labels_of(parsed.output, -1)
     einsum = ",".join("".join(symbols[label] for label in term) for term in inputs)
     einsum += "->" + "".join(symbols[label] for label in output)
     return Expansion(
@@ -154,6 +204,7 @@ def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...]) -> Expansion:
         symbols=tuple(symbols),
         group_labels=tuple((g, group_labels[g]) for g in parsed.groups),
         letter_labels=tuple(letter_labels.items()),
+        ellipsis_labels=ellipsis[0] if ellipsis else (),
     )
 
 

@@ -18,7 +18,8 @@ from typing import NoReturn
 from .caching import byte_bounded_cache
 from .errors import CARET_WINDOW, SubscriptsSyntaxError, caret_line, quoted
 
-__all__ = ["ParsedSubscripts", "parse", "is_group", "PARSE_CACHE_SIZE", "PARSE_CACHE_BYTES"]
+__all__ = ["ParsedSubscripts", "parse", "is_group", "is_axis_letter", "ELLIPSIS", "PARSE_CACHE_SIZE",
+           "PARSE_CACHE_BYTES"]
 
 PARSE_CACHE_SIZE = 4096
 PARSE_CACHE_BYTES = 64 * 2**20
@@ -27,23 +28,45 @@ PARSE_CACHE_BYTES = 64 * 2**20
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
+ELLIPSIS = "."
+"""How a term of `ParsedSubscripts` spells the ellipsis ``...`` (one character per term)."""
+
+
 def is_group(symbol: str) -> bool:
     """True for an uppercase group symbol (``'W'``), False for a single axis (``'a'``)."""
     return symbol in _UPPER
+
+
+def is_axis_letter(symbol: str) -> bool:
+    """True for a single-axis label: any letter (``str.isalpha``) but the ASCII uppercase
+    groups, e.g. ``'a'``, ``'é'``, ``'Ω'``.
+
+    >>> is_axis_letter('a'), is_axis_letter('Ω'), is_axis_letter('W'), is_axis_letter('.')
+    (True, True, False, False)
+    """
+    return symbol.isalpha() and symbol not in _UPPER
 
 
 @dataclass(frozen=True)
 class ParsedSubscripts:
     """A syntactically valid grouped subscripts string.
 
-    ``inputs`` and ``output`` are the terms with whitespace removed; ``groups`` lists
-    the uppercase groups in order of first appearance (inputs, then output).
+    ``inputs`` and ``output`` are the terms with whitespace removed and each ``...`` written
+    as the one character `ELLIPSIS` (``'.'``); ``groups`` lists the uppercase groups in order
+    of first appearance (inputs, then output).  ``implicit`` is True when the string had no
+    ``->`` and ``output`` was derived by numpy's rule.
     """
 
     subscripts: str
     inputs: tuple[str, ...]
     output: str
     groups: tuple[str, ...]
+    implicit: bool = False
+
+    @property
+    def has_ellipsis(self) -> bool:
+        """True when some input term has ``...``."""
+        return any(ELLIPSIS in term for term in self.inputs)
 
     @property
     def terms(self) -> tuple[str, ...]:
@@ -52,7 +75,7 @@ class ParsedSubscripts:
 
     def lowercase_count(self, index: int) -> int:
         """Number of single-axis letters in input term ``index``, repeats counted."""
-        return sum(1 for s in self.inputs[index] if not is_group(s))
+        return sum(1 for s in self.inputs[index] if not is_group(s) and s != ELLIPSIS)
 
 
 def _fail(subscripts: str, positions, problem: str, fix: str) -> SubscriptsSyntaxError:
@@ -76,48 +99,81 @@ def parse(subscripts: str) -> ParsedSubscripts:
     return _parse(subscripts)
 
 
-# Anything but the dialect's characters (``\s`` is exactly ``str.isspace`` on str patterns).
-_BAD_CHARACTER = re.compile(r"[^A-Za-z,\->\s]")
+# Anything but the dialect's ASCII characters (``\s`` is exactly ``str.isspace`` on str
+# patterns); a non-ASCII character is allowed when it is a letter (`is_axis_letter`).
+_BAD_CHARACTER = re.compile(r"[^A-Za-z,\->.\s]")
 # A '-' not followed by '>' or a '>' not preceded by '-': a broken arrow.
 _BROKEN_ARROW = re.compile(r"-(?!>)|(?<!-)>")
-# An input term that is empty or only whitespace (searched in the inputs only).
-_EMPTY_TERM = re.compile(r"(?:^|,)\s*(?=,|\Z)")
 _DOTS = re.compile(r"\.+")
 _GROUP = re.compile(r"[A-Z]")
+_NOT_GROUP = re.compile(r"[^A-Z,]")
 _SYMBOL = re.compile(r"\S")
 
 
 # Fast paths for ASCII text (bytes.translate and str.count run at memory speed); the regular
 # expressions above decide the rest and find the position of an error.
 _ASCII_SPACE = "".join(ch for ch in map(chr, range(128)) if ch.isspace())
-_ASCII_ALLOWED = (string.ascii_letters + ",->" + _ASCII_SPACE).encode("ascii")
-_LOWERCASE = string.ascii_lowercase.encode("ascii")
+_ASCII_ALLOWED = (string.ascii_letters + ",->." + _ASCII_SPACE).encode("ascii")
+_NOT_GROUP_BYTES = (string.ascii_lowercase + ".").encode("ascii")
 
 
-def _has_bad_character(s: str) -> bool:
-    return not s.isascii() or bool(s.encode("ascii").translate(None, _ASCII_ALLOWED))
+def _bad_character(s: str) -> re.Match[str] | int | None:
+    """The first character outside the dialect: a regex match (ASCII), a position, or None."""
+    if s.isascii():
+        return _BAD_CHARACTER.search(s) if s.encode("ascii").translate(None, _ASCII_ALLOWED) else None
+    for pos, ch in enumerate(s):
+        if not (ch.isalpha() or ch.isspace() or ch in ",->."):
+            return pos
+    return None
 
 
 def _has_space(s: str) -> bool:
     return not s.isascii() or any(ch in s for ch in _ASCII_SPACE)
 
 
+def _term_spans(s: str, stop: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` in ``s`` of each input term (the text before ``stop``, the arrow)."""
+    spans, start = [], 0
+    for piece in s[:stop].split(","):
+        spans.append((start, start + len(piece)))
+        start += len(piece) + 1
+    return spans
+
+
+def implicit_output(inputs: tuple[str, ...]) -> str:
+    """numpy's output for a string without ``->``: the ellipsis first (if any input has one),
+    then every symbol that occurs exactly once in the inputs, by code point (so groups, the
+    ASCII uppercase letters, come before the lowercase letters).
+
+    >>> implicit_output(('ij', 'jk')), implicit_output(('.ij', 'Wj')), implicit_output(('ii',))
+    ('ik', '.Wi', '')
+    """
+    counts: dict[str, int] = {}
+    for term in inputs:
+        for ch in term:
+            counts[ch] = counts.get(ch, 0) + 1
+    head = ELLIPSIS if ELLIPSIS in counts else ""
+    return head + "".join(sorted(ch for ch, n in counts.items() if n == 1 and ch != ELLIPSIS))
+
+
 @byte_bounded_cache(maxsize=PARSE_CACHE_SIZE, maxbytes=PARSE_CACHE_BYTES)
 def _parse(s: str) -> ParsedSubscripts:
     # Character classes first: the caret points at the first offending run.
-    bad = _BAD_CHARACTER.search(s) if _has_bad_character(s) else None
+    bad = _bad_character(s)
     if bad is not None:
-        pos, ch = bad.start(), bad.group()
-        if ch == ".":
-            end = _DOTS.match(s, pos).end()  # type: ignore[union-attr]
-            what = "'...' (ellipsis) is" if end - pos == 3 else "'.' is"
-            # Carets past the echoed window are not shown: do not hand them over.
-            raise _fail(s, range(pos, min(end, pos + CARET_WINDOW)), f"{what} not part of this dialect",
-                        "An uppercase group replaces '...': write e.g. 'Wij,jk->Wik' "
-                        "where W stands for any number of leading axes.")
-        raise _fail(s, [pos], f"character {ch!r} is not allowed",
-                    "Use A-Z for groups of axes, a-z for single axes, ',' between inputs "
-                    "and one '->' before the output.")
+        pos = bad if isinstance(bad, int) else bad.start()
+        raise _fail(s, [pos], f"character {s[pos]!r} is not allowed",
+                    "Use A-Z for groups of axes, other letters for single axes, '...' for "
+                    "numpy's broadcast axes, ',' between inputs and '->' before the output.")
+    if "." in s:
+        for run in _DOTS.finditer(s):
+            if run.end() - run.start() != 3:
+                n = run.end() - run.start()
+                what = "'.'" if n == 1 else f"a run of {n} dots"
+                # Carets past the echoed window are not shown: do not hand them over.
+                raise _fail(s, range(run.start(), min(run.end(), run.start() + CARET_WINDOW)),
+                            f"{what} is not an ellipsis",
+                            "An ellipsis is exactly three dots, '...', at most once per term.")
     arrows = s.count("->")
     broken = _BROKEN_ARROW.search(s) if s.count("-") != arrows or s.count(">") != arrows else None
     if broken is not None:
@@ -125,46 +181,72 @@ def _parse(s: str) -> ParsedSubscripts:
             raise _fail(s, [broken.start()], "'-' must be followed by '>'", "Write the arrow as '->'.")
         raise _fail(s, [broken.start()], "'>' must follow '-'", "Write the arrow as '->'.")
     arrow = s.find("->")
-    if arrow < 0:
-        raise _fail(s, [len(s)], "the output is missing (implicit output is not supported)",
-                    "Write the output explicitly after '->', e.g. 'WCa,Caib->WCb'; "
-                    "an empty output ('ij,ij->') sums everything.")
-    second = s.find("->", arrow + 2)
-    if second >= 0:
-        raise _fail(s, [second, second + 1], "more than one '->'",
-                    "A subscripts string has exactly one '->' before the output term.")
-    comma = s.find(",", arrow + 2)
-    if comma >= 0:
-        raise _fail(s, [comma], "',' in the output term",
-                    "The output is a single term; list all its symbols without commas.")
+    implicit = arrow < 0
+    if implicit:
+        arrow = len(s)
+    else:
+        second = s.find("->", arrow + 2)
+        if second >= 0:
+            raise _fail(s, [second, second + 1], "more than one '->'",
+                        "A subscripts string has exactly one '->' before the output term.")
+        comma = s.find(",", arrow + 2)
+        if comma >= 0:
+            raise _fail(s, [comma], "',' in the output term",
+                        "The output is a single term; list all its symbols without commas.")
 
     left, output = s[:arrow], s[arrow + 2:]
     if _has_space(s):  # str.split() splits on exactly the str.isspace characters
         left, output = "".join(left.split()), "".join(output.split())
+    if "." in s:
+        left, output = left.replace("...", ELLIPSIS), output.replace("...", ELLIPSIS)
     inputs = left.split(",")
-    empty = inputs.index("") if "" in inputs else len(inputs)
-    # A group repeated inside a term: checked once per distinct term, on its groups only
-    # (``left`` is ASCII letters and commas by now).
-    term_groups = left.encode("ascii").translate(None, _LOWERCASE).split(b",")
+    # A group (or the ellipsis) repeated inside a term: checked once per distinct term, on
+    # its groups only.
+    if left.isascii():
+        term_groups = left.encode("ascii").translate(None, _NOT_GROUP_BYTES).decode().split(",")
+    else:
+        term_groups = _NOT_GROUP.sub("", left).split(",")
     distinct = list(dict.fromkeys(term_groups))
     if list(map(len, map(set, distinct))) != list(map(len, distinct)):
         k = min(term_groups.index(t) for t in distinct if len(set(t)) != len(t))
-        if k < empty:
-            _repeated_group_error(s, arrow, k)
-    if empty < len(inputs):
-        # Point at the delimiters around the empty slot (',' before it, ',' or '->' after).
-        slot = _EMPTY_TERM.search(s, 0, arrow)
-        assert slot is not None
-        where = [slot.start()] if empty > 0 else []
-        where.append(slot.end())
-        raise _fail(s, where, f"input term {empty} is empty",
-                    "Every operand needs a non-empty term; a scalar operand is not "
-                    "expressible (use a group that is empty at this call, e.g. 'S').")
+        _repeated_group_error(s, arrow, k)
+    if ELLIPSIS in left:
+        for k, term in enumerate(inputs):
+            if term.count(ELLIPSIS) > 1:
+                a, b = _term_spans(s, arrow)[k]
+                dots = [m.start() for m in _DOTS.finditer(s, a, b)]
+                raise _fail(s, [p + i for p in dots[:2] for i in range(3)],
+                            f"'...' appears twice in input term {k}",
+                            "An ellipsis may appear at most once per term.")
+    if implicit:
+        output = implicit_output(tuple(inputs))
+    else:
+        _check_output(s, arrow, left)
+        if ELLIPSIS in output and ELLIPSIS not in left:
+            output = output.replace(ELLIPSIS, "")
+    # Every output symbol occurs in an input, so first appearance in the inputs is the order.
+    first = {g: left.find(g) for g in _UPPER}
+    groups = tuple(sorted((g for g, at in first.items() if at >= 0), key=first.__getitem__))
+    return ParsedSubscripts(subscripts=s, inputs=tuple(inputs), output=output, groups=groups,
+                            implicit=implicit)
 
+
+def _check_output(s: str, arrow: int, left: str) -> None:
+    """Every output symbol once, and from some input (the ellipsis included)."""
     in_symbols = set(left)
     out_seen: dict[str, int] = {}
-    for match in _SYMBOL.finditer(s, arrow + 2):  # a valid output has at most 52 symbols
+    matches = _SYMBOL.finditer(s, arrow + 2)
+    for match in matches:  # a valid output has each symbol once
         pos, ch = match.start(), match.group()
+        if ch == ".":  # the three dots of an ellipsis (runs of dots are checked already)
+            next(matches), next(matches)
+            ch = ELLIPSIS
+            if ch in out_seen:
+                raise _fail(s, [*range(out_seen[ch], out_seen[ch] + 3), *range(pos, pos + 3)],
+                            "'...' appears twice in the output",
+                            "An ellipsis may appear at most once per term.")
+            out_seen[ch] = pos  # with no input '...' it stands for no axes, as in numpy
+            continue
         if ch in out_seen:
             raise _fail(s, [out_seen[ch], pos], f"{ch!r} appears twice in the output",
                         "Each output symbol may appear once (a repeated output letter is not a "
@@ -174,17 +256,10 @@ def _parse(s: str) -> ParsedSubscripts:
                         "Every output symbol must come from some input term.")
         out_seen[ch] = pos
 
-    # Every output symbol occurs in an input, so first appearance in the inputs is the order.
-    first = {g: left.find(g) for g in _UPPER}
-    groups = tuple(sorted((g for g, at in first.items() if at >= 0), key=first.__getitem__))
-    return ParsedSubscripts(subscripts=s, inputs=tuple(inputs), output=output, groups=groups)
-
 
 def _repeated_group_error(s: str, arrow: int, k: int) -> NoReturn:
     """Raise the error for the first group repeated in input term ``k`` (error path only)."""
-    raw = s[:arrow].split(",")
-    start = sum(map(len, raw[:k])) + k
-    stop = start + len(raw[k])
+    start, stop = _term_spans(s, arrow)[k]
     seen: dict[str, int] = {}
     for match in _GROUP.finditer(s, start, stop):  # at most 27 groups before a repeat
         pos, ch = match.start(), match.group()

@@ -16,8 +16,8 @@ import functools
 from dataclasses import dataclass
 
 from .errors import SizeMismatchError, quoted
-from .expand import Expansion, expand
-from .parser import ParsedSubscripts
+from .expand import Expansion, ellipsis_ranks, expand
+from .parser import ELLIPSIS, ParsedSubscripts, is_group
 from .solver import solve_call
 
 __all__ = ["Plan", "make_plan", "PLAN_CACHE_SIZE"]
@@ -47,9 +47,15 @@ class Plan:
                 for g, labels in self.expansion.group_labels}
 
 
+def _term(parsed: ParsedSubscripts, k: int) -> str:
+    return parsed.inputs[k].replace(ELLIPSIS, "...")
+
+
 def _describe_axis(exp: Expansion, label: int) -> str:
     name, sub = exp.owner(label)
-    if name.isupper():
+    if name == "...":
+        return f"'...' axis {sub} (of {len(exp.ellipsis_labels)}, right-aligned)"
+    if is_group(name):
         n = len(dict(exp.group_labels)[name])
         return f"group {name!r} sub-axis {sub} (of {n})"
     return f"letter {name!r}"
@@ -67,7 +73,7 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
             if label in within and shape[within[label]] != size:
                 raise SizeMismatchError(
                     f"size mismatch in {quoted(s)}: {_describe_axis(exp, label)} is repeated in operand {k} "
-                    f"(term {parsed.inputs[k]!r}) with extents {shape[within[label]]} (axis "
+                    f"(term {_term(parsed, k)!r}) with extents {shape[within[label]]} (axis "
                     f"{within[label]}) and {size} (axis {axis}); a diagonal needs equal extents."
                 )
             within.setdefault(label, axis)
@@ -79,8 +85,8 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
                 k0, axis0 = source[label]  # type: ignore[misc]
                 raise SizeMismatchError(
                     f"size mismatch in {quoted(s)}: {_describe_axis(exp, label)} has extent "
-                    f"{extent[label]} in operand {k0} (term {parsed.inputs[k0]!r}, axis {axis0}) but "
-                    f"{size} in operand {k} (term {parsed.inputs[k]!r}, axis {axis}). Extents must "
+                    f"{extent[label]} in operand {k0} (term {_term(parsed, k0)!r}, axis {axis0}) but "
+                    f"{size} in operand {k} (term {_term(parsed, k)!r}, axis {axis}). Extents must "
                     "agree (or be 1 to broadcast); if a group's axes are in a different order in "
                     "one operand (a transposed batch), move them to match first."
                 )
@@ -92,7 +98,7 @@ def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...]) -> Plan:
     """Parse, solve, expand and validate for these shapes (cached, thread-safe, bounded)."""
     parsed, lengths = solve_call(subscripts, tuple(len(sh) for sh in shapes), supplements)
-    exp = expand(parsed, lengths)
+    exp = expand(parsed, lengths, ellipsis_ranks(parsed, lengths, tuple(map(len, shapes))))
     extents = _extents(parsed, exp, shapes)
     return Plan(
         parsed=parsed,

@@ -33,7 +33,7 @@ from typing import Any
 from opt_einsum import paths as _opt_paths
 from opt_einsum.helpers import flop_count as _flop_count
 
-from .errors import ContractionError
+from .errors import ContractionError, PathError
 from .expand import symbol_past_letters
 from .matmul_model import (
     NS_PER_COPIED_ELEMENT,
@@ -327,13 +327,13 @@ def _checked_path(path: tuple[tuple[int, ...], ...], n: int) -> tuple[tuple[int,
     count = n
     for k, step in enumerate(path):
         if len(step) == 0 or len(set(step)) != len(step) or any(not 0 <= i < count for i in step):
-            raise ContractionError(
+            raise PathError(
                 f"optimize= path {list(path)} is invalid at entry {k} {step}: with {count} operands "
                 f"left, each entry names distinct positions 0..{count - 1} (contracted operands are "
                 "removed and the result appended last, as in opt_einsum)")
         count -= len(step) - 1
     if count != 1:
-        raise ContractionError(
+        raise PathError(
             f"optimize= path {list(path)} leaves {count} operands uncontracted; it must end with one "
             f"(for {n} operands, e.g. {[(0, 1)] * (n - 1)})")
     return path

@@ -31,7 +31,7 @@ from typing import Any
 from .arguments import check_operand_count, normalise_supplements
 from .caching import byte_bounded_cache
 from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
-from .parser import ParsedSubscripts, is_group, parse
+from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse
 
 __all__ = [
     "Identifiability",
@@ -350,7 +350,8 @@ def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Ide
     # Columns heaviest first (stable), so the pivots are a maximum-weight basis.
     columns = sorted(range(len(free)), key=lambda j: -len(members[j]))
     where = {g: c for c, j in enumerate(columns) for g in free[j]}
-    rows = {tuple(sorted(where[g] for g in term if g in where)) for term in set(parsed.inputs)}
+    rows = {tuple(sorted(where[g] for g in term if g in where)) for term in set(parsed.inputs)
+            if ELLIPSIS not in term}  # an ellipsis absorbs the rest of its operand's axes
     rows.discard(())
     basis = _reduced_rows(sorted(rows), len(columns))
     pivots = {p for p, _ in basis}
@@ -498,7 +499,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         if nd < nlower or (not has_group and nd != nlower):
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
-                f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term)}) has ndim {nd}, "
+                f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term.replace(ELLIPSIS, '...'))}) has ndim {nd}, "
                 f"but its term needs {want} axes ({nlower} single-axis letters"
                 f"{' plus its groups' if has_group else ''}). Check the operand order and "
                 f"that operand {k} is the array you meant."
@@ -506,13 +507,15 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
 
     def labels(j: int) -> str:
         if j < len(ndims):
-            return f"operand {j}, term {quoted(parsed.inputs[j])}, ndim {ndims[j]}"
+            return f"operand {j}, term {quoted(parsed.inputs[j].replace(ELLIPSIS, '...'))}, ndim {ndims[j]}"
         g, n = supplements[j - len(ndims)]
         return f"len_{g}={n}"
 
     n_groups = len(parsed.groups)
     column = {g: c for c, g in enumerate(parsed.groups)}
-    equations = [(frozenset(column[g] for g in term if is_group(g)), nd - nlower)
+    # A term with '...' fixes nothing: its ellipsis takes whatever axes are left.
+    equations = [(frozenset(), 0) if ELLIPSIS in term else
+                 (frozenset(column[g] for g in term if is_group(g)), nd - nlower)
                  for term, nd, nlower in zip(parsed.inputs, ndims, counts)]
     equations += [(frozenset((column[g],)), n) for g, n in supplements]
     system = _System(n_groups)
@@ -562,6 +565,11 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     return tuple(int(v) for v in values)
 
 
+def _input_terms(info: Identifiability) -> tuple[str, ...]:
+    """The input terms of the string ``info`` describes."""
+    return parse(info.subscripts).inputs
+
+
 def _underdetermined_message(info: Identifiability) -> str:
     groups = ", ".join(repr(g) for g in info.undetermined)
     pinned = f" (with {', '.join('len_' + g for g in info.supplied)} given)" if info.supplied else ""
@@ -571,11 +579,13 @@ def _underdetermined_message(info: Identifiability) -> str:
         more = "more " if info.supplied else ""
         fix = (f"Pass {info.minimum_pins} {more}supplements together "
                f"(each len_<G>=<number of axes>){_sets_text(info)}.")
+    ellipsis = (" (a term with '...' fixes no length: its ellipsis takes the axes left over)"
+                if any(ELLIPSIS in term for term in _input_terms(info)) else "")
     return (
-        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: the number of axes of "
-        f"groups {groups} cannot be decided from the operands' ndims: the input terms fix only "
-        "sums of these lengths, and the solver leaves a split open only inside a co-travelling "
-        f"run, where every split expands to the same einsum. {fix} This need comes from the "
+        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: the operands' ndims do "
+        f"not determine the number of axes of groups {groups}: the input terms fix only "
+        f"sums of these lengths{ellipsis}, and the solver leaves a split open only inside a "
+        f"co-travelling run, where every split expands to the same einsum. {fix} This need comes from the "
         "string itself, not from these shapes: every call with this string needs the same "
         "supplement."
     )

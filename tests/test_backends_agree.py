@@ -37,7 +37,8 @@ def _torch():
 
 
 def _numpy():
-    return "numpy", np.asarray, lambda r: isinstance(r, np.ndarray)
+    # a 0-d result is a numpy scalar, as np.einsum returns
+    return "numpy", np.asarray, lambda r: isinstance(r, (np.ndarray, np.generic))
 
 
 FRAMEWORKS = {"numpy": _numpy, "jax": _jax, "torch": _torch}

@@ -44,7 +44,7 @@ def typo(x, m):
     return ct.contract("Wa,ab->Wb", x, m, len_w=1)
 
 def bad(x):
-    return ct.contract("W...a->Wa", x)
+    return ct.contract("W....a->Wa", x)
 """
 
 
@@ -92,7 +92,7 @@ def test_findings_are_reported_at_path_and_line_with_exit_1(tmp_path: Path) -> N
     assert missing.startswith(f"{path}:4:12: CT107 'WCo,WCa->Cao' needs a supplement")
     assert "pass one of len_W, len_C" in missing   # the solver's own describe() wording
     assert typo.startswith(f"{path}:7:12: CT104 len_w is passed but 'Wa,ab->Wb' has no such group")
-    assert malformed.startswith(f"{path}:10:12: CT101 malformed subscripts 'W...a->Wa'")
+    assert malformed.startswith(f"{path}:10:12: CT101 malformed subscripts 'W....a->Wa'")
 
 
 def test_other_call_site_mistakes(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_an_unparsable_or_undecodable_file_is_a_finding_and_the_run_goes_on(tmp_
         f"{broken}:7:12: CT104 len_w is passed but 'Wa,ab->Wb' has no such group (its groups: W); "
         "remove it or fix the string",
     ]
-    assert lines[2].startswith(f"{broken}:10:12: CT101 malformed subscripts 'W...a->Wa': ")
+    assert lines[2].startswith(f"{broken}:10:12: CT101 malformed subscripts 'W....a->Wa': ")
     assert lines[3] == f"{syntax}:2:7: CT905 not valid Python: invalid syntax"
     assert lines[4].startswith(f"{latin}:2:1: CT902 cannot decode as utf-8: invalid continuation byte")
     assert len(lines) == 5

@@ -34,7 +34,7 @@ def test_invalid_call_goes_to_stderr_with_exit_2(capsys):
     assert main(["explain", "Wa,Wa->W", "2x3x4", "3x2x4"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "size mismatch in 'Wa,Wa->W'" in err and "SizeMismatchError" not in err
-    assert main(["explain", "Wa...->W", "3"]) == 2
+    assert main(["explain", "Wa....->W", "3"]) == 2
     assert "'...'" in capsys.readouterr().err
     assert main(["explain", "Wa->a", "3x2", "--len", "K=1"]) == 2
     assert "group 'K' does not appear" in capsys.readouterr().err

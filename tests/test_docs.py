@@ -47,6 +47,7 @@ ENGINE_MODULES = (
     "contractions.backends",
     "contractions.backends.compile",
     "contractions.backends.numpy_backend",
+    "contractions.compat",
     "contractions.api",
     "contractions.errors",
     "contractions.caching",

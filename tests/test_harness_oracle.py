@@ -50,8 +50,10 @@ def test_split_terms() -> None:
     assert terms.inputs == ("WCa", "Caib", "WCi") and terms.output == "WCb"
     assert terms.groups == ("W", "C")
     assert split_terms("Wa,Wb->").output == ""
-    with pytest.raises(ValueError, match="exactly one '->'"):
-        split_terms("Wa,Wb")
+    with pytest.raises(ValueError, match="at most one '->'"):
+        split_terms("Wa->W->a")
+    assert split_terms("Wa,Wb").output == "ab"       # numpy's implicit output: W is summed
+    assert split_terms("...a,b->...").inputs == (".a", "b")
 
 
 def test_operand_shapes_follow_the_terms() -> None:

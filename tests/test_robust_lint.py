@@ -154,7 +154,7 @@ def test_the_other_verbs_call_sites_are_checked(tmp_path):
         "import contractions as ct\n"
         "from contractions import contract_expression, explain, contract_path\n"
         "e = contract_expression('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4))\n"
-        "print(explain('W...a->Wa', (2, 3)))\n"
+        "print(explain('W....a->Wa', (2, 3)))\n"
         "print(explain('WCo,WCa->Cao'))\n"                  # the string alone: reports the need
         "p = contract_path('Wa,Wb->W', x)\n"
         "q = ct.explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1, bogus=2)\n"

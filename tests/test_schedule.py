@@ -393,7 +393,7 @@ def test_plain_array_likes_are_converted_and_junk_is_refused():
 
 
 # ------------------------------------------------------------------ one-way layers
-STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "matmul_model", "schedule",
+STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "matmul_model", "schedule", "compat",
           "backends", "api"]
 
 

@@ -13,6 +13,7 @@ pipeline on bare integer labels, for tests and benchmarks that bypass the groupe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,14 @@ Shape = tuple[int, ...]
 
 def _sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     # dtype=x.dtype keeps ints/bools as einsum does (add.reduce would widen small ints).
-    return np.add.reduce(x, axes, x.dtype)
+    total = np.add.reduce(x, axes, x.dtype)
+    # A full sum of an object array is the bare Python object: keep an array (and its dtype).
+    return total if type(total) is np.ndarray else np.asarray(total, x.dtype)
+
+
+def _as_array(x: Any) -> Any:
+    # einsum's 0-d object result is the bare Python object: keep the object dtype
+    return np.asarray(x) if isinstance(x, (np.ndarray, np.generic)) else np.asarray(x, object)
 
 
 def _set_block(out: np.ndarray, index: tuple[slice, ...], block: np.ndarray) -> None:
@@ -72,7 +80,7 @@ NUMPY_OPS = ArrayOps(
     contiguous=np.ascontiguousarray,
     swap_last=lambda x: x.swapaxes(-1, -2),
     copy=np.array,
-    as_array=np.asarray,
+    as_array=_as_array,
     common_dtype=_common_dtype,
     dtype=lambda x: x.dtype,
     astype=lambda x, dtype: x.astype(dtype),
@@ -157,12 +165,67 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
             f"{quoted(plan.expansion.subscripts)} would give a result of {len(schedule.output_shape)} "
             f"axes, but numpy arrays hold at most {MAX_NDIM}; sum some groups away in the output, "
             "or run it on torch or JAX")
-    run = compile_schedule(schedule, NUMPY_OPS)
+    run = compile_schedule(schedule, _OBJECT_SAFE_OPS if _has_scalar_step(schedule) else NUMPY_OPS)
+    run = _numpy_conventions(run, schedule)
     target = options.preferred_element_type
     if target is None:
         return run
     dtype = np.dtype(target)
     return lambda *arrays: run(*(a.astype(dtype, copy=False) for a in arrays))
+
+
+# ------------------------------------------------------------ np.einsum's result conventions
+def _einsum_array(*args: Any) -> Any:
+    return _as_array(_c_einsum(*args))
+
+
+def _multiply_array(x: Any, y: Any) -> Any:
+    return _as_array(np.multiply(x, y))
+
+
+#: `NUMPY_OPS` for schedules with a 0-d intermediate: an object-dtype einsum or product of
+#: 0-d operands gives the bare Python object, which the next step could not reshape.
+_OBJECT_SAFE_OPS = dataclasses.replace(NUMPY_OPS, einsum=_einsum_array, multiply=_multiply_array)
+
+
+def _has_scalar_step(schedule: Schedule) -> bool:
+    if schedule.blocking is not None:
+        return any(_has_scalar_step(inner) for _, inner in schedule.blocking.inner)
+    return any(not step.result_shape for step in schedule.steps[:-1])
+
+
+_HALF = np.dtype(np.float16)
+
+
+def _numpy_conventions(run: Callable[..., Any], schedule: Schedule) -> Callable[..., Any]:
+    """np.einsum's conventions on top of a compiled schedule: a 0-d result is a numpy scalar
+    (the bare object for object dtype), and float16 operands are contracted in float32 on a
+    pairwise path (np.einsum's C loop accumulates half precision in single precision; a float16
+    intermediate could overflow where the answer fits), the result cast back to float16."""
+    scalar = not schedule.output_shape
+    if schedule.strategy == "direct" and schedule.blocking is None:
+        if not scalar:
+            return run  # c_einsum itself: np.einsum's own accumulation
+
+        def direct_scalar(*arrays: Any) -> Any:
+            result = run(*arrays)
+            return result[()] if type(result) is np.ndarray else result
+
+        return direct_scalar
+
+    def pairwise(*arrays: Any) -> Any:
+        for a in arrays:
+            if a.dtype == _HALF and np.result_type(*arrays) == _HALF:
+                result = run(*(b.astype(np.float32) for b in arrays))
+                result = np.asarray(result).astype(_HALF)
+                break
+        else:
+            result = run(*arrays)
+        if scalar and type(result) is np.ndarray:
+            return result[()]
+        return result
+
+    return pairwise
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .oracle import axis_layout, split_terms
+from .oracle import ELLIPSIS, axis_layout, split_terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,9 +74,11 @@ class ShapeCase:
 
 
 def letter_sizes(subscripts: str, sizes: Sequence[int] = (2, 3, 4)) -> dict[str, int]:
-    """A size per lowercase letter, cycling through `sizes` in alphabetical order."""
+    """A size per single-axis letter (any letter but A-Z), cycling through `sizes` in
+    alphabetical order."""
     terms = split_terms(subscripts)
-    letters = sorted({c for term in (*terms.inputs, terms.output) for c in term if c.islower()})
+    letters = sorted({c for term in (*terms.inputs, terms.output) for c in term
+                      if c.isalpha() and not "A" <= c <= "Z"})
     return {c: sizes[i % len(sizes)] for i, c in enumerate(letters)}
 
 
@@ -135,7 +137,25 @@ def shape_matrix(subscripts: str) -> list[ShapeCase]:
         zero = _one_axis_each(groups)
         zero[groups[0]] = (0,)
         cases.append(ShapeCase("zero-extent", zero, sizes))
+    if any(ELLIPSIS in term for term in terms.inputs):
+        cases = _with_ellipsis(terms.inputs, cases)
     return cases
+
+
+# The ellipsis's axes per case (the oracle reads '...' as one more group).
+_ELLIPSIS_SHAPES = {"empty": (), "single": (2,), "multi": (3, 2), "zero-extent": (2,)}
+
+
+def _with_ellipsis(inputs: Sequence[str], cases: list[ShapeCase]) -> list[ShapeCase]:
+    """Every case with axes for '...' too, plus one where the first ellipsis broadcasts (its
+    first axis of extent 1)."""
+    out = [ShapeCase(c.name, {**c.group_shapes, "...": _ELLIPSIS_SHAPES.get(c.name, (3,))},
+                     c.letter_sizes, c.broadcast) for c in cases]
+    first = next(i for i, term in enumerate(inputs) if ELLIPSIS in term)
+    base = out[0]
+    out.append(ShapeCase("ellipsis-broadcast", {**base.group_shapes, "...": (3, 2)},
+                         base.letter_sizes, ((first, "...", 0),)))
+    return out
 
 
 def call_site_cases(subscripts: str, pinned: Mapping[str, int]) -> list[ShapeCase]:
@@ -145,11 +165,12 @@ def call_site_cases(subscripts: str, pinned: Mapping[str, int]) -> list[ShapeCas
     >>> [c.group_shapes for c in call_site_cases('WCo,WCa->Cao', {'W': 0})]
     [{'W': (), 'C': (2,)}, {'W': (), 'C': (2, 2)}]
     """
-    groups = split_terms(subscripts).groups
+    terms = split_terms(subscripts)
+    ellipsis = {"...": (2,)} if any(ELLIPSIS in term for term in terms.inputs) else {}
     return [
         ShapeCase(
             f"call-site-{default_axes}",
-            {g: (2,) * pinned.get(g, default_axes) for g in groups},
+            {**{g: (2,) * pinned.get(g, default_axes) for g in terms.groups}, **ellipsis},
             letter_sizes(subscripts),
         )
         for default_axes in (1, 2)
@@ -172,6 +193,8 @@ def split_case(subscripts: str, run: Sequence[str]) -> tuple[ShapeCase, int]:
     for member in run:
         group_shapes[member] = ()
     group_shapes[run[0]] = (2, 3, 2)[:total]
+    if any(ELLIPSIS in term for term in split_terms(subscripts).inputs):
+        group_shapes["..."] = (2,)
     return ShapeCase(f"run-{''.join(run)}", group_shapes, letter_sizes(subscripts)), total
 
 

@@ -5,6 +5,10 @@ For every assignment of indices to every group's axes, slice each operand at tho
 run the lowercase-only einsum on the slices, and write (groups in the output) or accumulate
 (groups absent from the output) into the output. Size-1 group axes broadcast as in numpy.
 
+numpy's ellipsis is read the same way: ``...`` is one more group whose axes are the broadcast
+(right-aligned) of the operands' leftover axes; an operand whose ellipsis has fewer axes lines
+up with the last ones. A string without ``->`` takes numpy's implicit output.
+
 It shares no mechanism with the library: it has its own few-line parser (split on ',' and
 '->'), is told every group's axes explicitly instead of solving for them, never expands a
 group into einsum letters, and never imports anything from `contractions`. It is slow by
@@ -17,6 +21,8 @@ design (one `np.einsum` per index assignment); keep extents small.
 [[3.0, 3.0], [12.0, 12.0]]
 >>> operand_shapes('WCa,Cab->WCb', {'W': (2, 3), 'C': ()}, {'a': 4, 'b': 5})
 ((2, 3, 4), (4, 5))
+>>> loop_contract('...a,a', [np.ones((2, 3)), np.ones(3)], {}).tolist()
+[3.0, 3.0]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "ELLIPSIS",
     "OracleTerms",
     "axis_layout",
     "loop_contract",
@@ -35,6 +42,14 @@ __all__ = [
     "runs_by_definition",
     "split_terms",
 ]
+
+
+ELLIPSIS = "."
+"""How `OracleTerms` writes ``...`` (one character); `loop_contract` treats it as a group."""
+
+
+def _is_group(char: str) -> bool:
+    return "A" <= char <= "Z"
 
 
 @dataclass(frozen=True)
@@ -50,22 +65,34 @@ class OracleTerms:
         seen: dict[str, None] = {}
         for term in (*self.inputs, self.output):
             for char in term:
-                if char.isupper():
+                if _is_group(char):
                     seen.setdefault(char)
         return tuple(seen)
 
 
 def split_terms(subscripts: str) -> OracleTerms:
     """Split on '->' and ',' after dropping whitespace; no other validation beyond that.
+    ``...`` becomes `ELLIPSIS`; without '->' the output is numpy's implicit one (the
+    ellipsis, then the symbols seen exactly once, sorted).
 
     >>> split_terms(' WCa , Caib -> WCb ')
     OracleTerms(inputs=('WCa', 'Caib'), output='WCb')
+    >>> split_terms('...ba,bc')
+    OracleTerms(inputs=('.ba', 'bc'), output='.ac')
     """
-    compact = "".join(subscripts.split())
-    if compact.count("->") != 1:
-        raise ValueError(f"oracle needs exactly one '->' in {subscripts!r}")
-    lhs, output = compact.split("->")
-    return OracleTerms(tuple(lhs.split(",")), output)
+    compact = "".join(subscripts.split()).replace("...", ELLIPSIS)
+    if compact.count("->") > 1:
+        raise ValueError(f"oracle needs at most one '->' in {subscripts!r}")
+    if "->" in compact:
+        lhs, output = compact.split("->")
+        inputs = tuple(lhs.split(","))
+        if ELLIPSIS not in lhs:  # numpy: an output '...' with none in the inputs is no axes
+            output = output.replace(ELLIPSIS, "")
+        return OracleTerms(inputs, output)
+    inputs = tuple(compact.split(","))
+    symbols = "".join(inputs)
+    once = sorted(c for c in set(symbols) if symbols.count(c) == 1 and c != ELLIPSIS)
+    return OracleTerms(inputs, (ELLIPSIS if ELLIPSIS in symbols else "") + "".join(once))
 
 
 def operand_shapes(
@@ -83,7 +110,9 @@ def _term_shape(
 ) -> tuple[int, ...]:
     shape: list[int] = []
     for char in term:
-        if char.isupper():
+        if char == ELLIPSIS:
+            shape.extend(int(n) for n in group_shapes["..."])
+        elif _is_group(char):
             shape.extend(int(n) for n in group_shapes[char])
         else:
             shape.append(int(letter_sizes[char]))
@@ -91,18 +120,53 @@ def _term_shape(
 
 
 def _lowercase(term: str) -> str:
-    return "".join(c for c in term if not c.isupper())
+    return "".join(c for c in term if not _is_group(c) and c != ELLIPSIS)
 
 
-def axis_layout(term: str, group_shapes: Mapping[str, Sequence[int]]) -> list[tuple[str, int]]:
-    """Per axis of an operand: (group, sub-axis) for group axes, (letter, -1) for lowercase."""
+def axis_layout(term: str, group_shapes: Mapping[str, Sequence[int]],
+                ndim: int | None = None) -> list[tuple[str, int]]:
+    """Per axis of an operand: (group, sub-axis) for group axes, (letter, -1) for lowercase.
+
+    The ellipsis is the group ``'...'``; an operand of ``ndim`` axes has as many ellipsis axes
+    as are left over, which are the *last* sub-axes of ``group_shapes['...']`` (right-aligned).
+    """
     layout: list[tuple[str, int]] = []
     for char in term:
-        if char.isupper():
+        if char == ELLIPSIS:
+            width = len(group_shapes["..."])
+            rank = width if ndim is None else ndim - _fixed_axes(term, group_shapes)
+            layout.extend(("...", k) for k in range(width - rank, width))
+        elif _is_group(char):
             layout.extend((char, k) for k in range(len(group_shapes[char])))
         else:
             layout.append((char, -1))
     return layout
+
+
+def _fixed_axes(term: str, group_shapes: Mapping[str, Sequence[int]]) -> int:
+    return sum(len(group_shapes[c]) if _is_group(c) else 1 for c in term if c != ELLIPSIS)
+
+
+def _ellipsis_shape(terms: OracleTerms, operands: Sequence[np.ndarray],
+                    group_shapes: Mapping[str, Sequence[int]]) -> tuple[int, ...]:
+    """The broadcast of every operand's leftover axes, right-aligned, as numpy defines it."""
+    parts = []
+    for term, op in zip(terms.inputs, operands):
+        if ELLIPSIS in term:
+            rank = op.ndim - _fixed_axes(term, group_shapes)
+            if rank < 0:
+                raise ValueError(f"operand for term {term!r} has too few axes ({op.ndim})")
+            at = term.index(ELLIPSIS)
+            before = _fixed_axes(term[:at], group_shapes)
+            parts.append(op.shape[before:before + rank])
+    width = max(map(len, parts), default=0)
+    shape = []
+    for k in range(width):
+        sizes = {p[len(p) - width + k] for p in parts if len(p) - width + k >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"ellipsis axes do not broadcast: {parts}")
+        shape.append(sizes.pop() if sizes else 1)
+    return tuple(shape)
 
 
 def loop_contract(
@@ -124,8 +188,12 @@ def loop_contract(
     missing = [g for g in terms.groups if g not in group_shapes]
     if missing:
         raise ValueError(f"oracle needs the shape of group(s) {missing} for {subscripts!r}")
+    group_names = list(terms.groups)
+    if any(ELLIPSIS in term for term in terms.inputs):
+        group_shapes = {**group_shapes, "...": _ellipsis_shape(terms, operands, group_shapes)}
+        group_names.append("...")
 
-    layouts = [axis_layout(term, group_shapes) for term in terms.inputs]
+    layouts = [axis_layout(term, group_shapes, op.ndim) for term, op in zip(terms.inputs, operands)]
     for term, layout, op in zip(terms.inputs, layouts, operands):
         if op.ndim != len(layout):
             raise ValueError(f"operand for term {term!r} has ndim {op.ndim}, expected {len(layout)}")
@@ -136,8 +204,11 @@ def loop_contract(
                     f"{group_shapes[name][k]}"
                 )
 
-    lower_inputs = [_lowercase(term) for term in terms.inputs]
-    lower_output = _lowercase(terms.output)
+    # np.einsum takes ASCII letters only: any other single-axis letter gets a stand-in
+    letters = sorted({c for term in terms.inputs for c in _lowercase(term)})
+    ascii_name = dict(zip(letters, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    lower_inputs = ["".join(ascii_name[c] for c in _lowercase(term)) for term in terms.inputs]
+    lower_output = "".join(ascii_name[c] for c in _lowercase(terms.output))
     lower_expr = ",".join(lower_inputs) + "->" + lower_output
 
     # The lowercase part of the output shape, found on stand-ins with the group axes removed
@@ -153,11 +224,14 @@ def loop_contract(
     lower_extent = dict(zip(lower_output, lower_shape))
     out_shape: list[int] = []
     for char in terms.output:
-        out_shape.extend(group_shapes[char] if char.isupper() else (lower_extent[char],))
+        if char == ELLIPSIS:
+            out_shape.extend(group_shapes["..."])
+        else:
+            out_shape.extend(group_shapes[char] if _is_group(char) else (lower_extent[ascii_name[char]],))
     out = np.zeros(out_shape, dtype=np.result_type(*operands))
 
     # Every sub-axis of every group, in a fixed order; the loop runs over their product.
-    all_axes = [(g, k) for g in terms.groups for k in range(len(group_shapes[g]))]
+    all_axes = [(g, k) for g in group_names for k in range(len(group_shapes[g]))]
     ranges = [range(int(group_shapes[g][k])) for g, k in all_axes]
     for assignment in itertools.product(*ranges):
         index_of = dict(zip(all_axes, assignment))
@@ -170,8 +244,9 @@ def loop_contract(
             slices.append(op[idx])
         out_index: list[int | slice] = []
         for char in terms.output:
-            if char.isupper():
-                out_index.extend(index_of[(char, k)] for k in range(len(group_shapes[char])))
+            name = "..." if char == ELLIPSIS else char
+            if char == ELLIPSIS or _is_group(char):
+                out_index.extend(index_of[(name, k)] for k in range(len(group_shapes[name])))
             else:
                 out_index.append(slice(None))
         out[tuple(out_index)] += np.einsum(lower_expr, *slices)
@@ -197,7 +272,7 @@ def runs_by_definition(subscripts: str) -> tuple[tuple[str, ...], ...]:
     leaders: dict[str, set[str | None]] = {}
     for term in all_terms:
         for i, char in enumerate(term):
-            if not char.isupper():
+            if not _is_group(char):
                 continue
             after = term[i + 1] if i + 1 < len(term) else None
             before = term[i - 1] if i > 0 else None
@@ -207,7 +282,7 @@ def runs_by_definition(subscripts: str) -> tuple[tuple[str, ...], ...]:
     for x, nexts in followers.items():
         if len(nexts) == 1:
             (y,) = nexts
-            if y is not None and y.isupper() and leaders[y] == {x}:
+            if y is not None and _is_group(y) and leaders[y] == {x}:
                 successor[x] = y
     has_predecessor = set(successor.values())
     runs = []

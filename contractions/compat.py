@@ -1,0 +1,238 @@
+"""np.einsum's and opt_einsum's call conventions, translated for `contract`.
+
+Pure helpers below the public verbs (the api imports them, never the reverse): the sublist
+(interleaved) call form, numpy's ``order=``/``casting=``/``dtype=`` rules, opt_einsum's
+``optimize=`` and ``backend=`` spellings, and `path_info` (opt_einsum's `PathInfo` for the
+path a schedule runs).
+
+>>> import numpy as np
+>>> from_sublists(np.ones((2, 3)), ([0, 1], np.ones(3), [1], [0]))[0]
+'ab,b->a'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import ContractionError
+
+__all__ = [
+    "from_sublists",
+    "check_numpy_options",
+    "apply_order",
+    "numpy_optimize",
+    "backend_name",
+    "path_info",
+    "CASTING_RULES",
+    "ORDERS",
+]
+
+CASTING_RULES = ("no", "equiv", "safe", "same_kind", "unsafe")
+ORDERS = ("C", "F", "A", "K")
+
+
+# ------------------------------------------------------------------------------ sublists
+def _axis_letters():
+    """Single-axis labels for sublist symbols: a-z, then the non-ASCII letters in code-point
+    order (never an ASCII uppercase letter, which would be a group)."""
+    yield from "abcdefghijklmnopqrstuvwxyz"
+    code = 0xC0
+    while True:
+        ch = chr(code)
+        if ch.isalpha() and not (0xD800 <= code < 0xE000):
+            yield ch
+        code += 1
+
+
+def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+    """``contract(a, [0, 1], b, [1, 2], [0, 2])`` as a subscripts string and its operands.
+
+    As in numpy, operands alternate with their sublists, an optional last sublist is the
+    output and ``Ellipsis`` may appear once per sublist; as in opt_einsum, a symbol is any
+    hashable, comparable object (ints in numpy).  Symbols are sorted and written as single-axis
+    letters in that order, so implicit output keeps their order.
+
+    >>> from_sublists(np.ones(2), ([Ellipsis, 0], np.ones(2), [0]))[0]
+    '...a,a'
+    """
+    args = (first, *rest)
+    operands = list(args[0::2])
+    sublists = list(args[1::2])
+    output = None
+    if len(args) % 2:  # the last item is the output sublist
+        output = operands.pop()
+    for k, sub in enumerate([*sublists, *([] if output is None else [output])]):
+        if not isinstance(sub, (list, tuple, range)):
+            raise TypeError(f"sublist {k} is {type(sub).__name__} ({sub!r}); in the sublist form each "
+                            "operand is followed by a list of its axis symbols, e.g. "
+                            "contract(a, [0, 1], b, [1, 2], [0, 2])")
+    sublists = [list(s) for s in sublists]
+    out_list = None if output is None else list(output)
+    symbols = {s for sub in [*sublists, *([out_list] if out_list is not None else [])] for s in sub
+               if s is not Ellipsis}
+    for s in symbols:
+        if isinstance(s, bool):
+            raise TypeError(f"sublist symbol {s!r} is a bool; use ints (or other hashable objects)")
+    try:
+        ordered = sorted(symbols)
+    except TypeError:
+        raise TypeError("sublist symbols must be Ellipsis or hashable objects that compare with "
+                        "one another (ints, as in numpy; or strings)") from None
+    letters = _axis_letters()
+    letter = {s: next(letters) for s in ordered}
+
+    def term(sub: list[Any]) -> str:
+        return "".join("..." if s is Ellipsis else letter[s] for s in sub)
+
+    subscripts = ",".join(term(sub) for sub in sublists)
+    if out_list is not None:
+        subscripts += "->" + term(out_list)
+    return subscripts, tuple(operands)
+
+
+# ---------------------------------------------------------------- order= casting= dtype=
+def check_numpy_options(subscripts: str, arrays: Sequence[Any], dtype: Any, casting: Any,
+                        order: Any) -> None:
+    """numpy's checks of ``order=``, ``casting=`` and ``dtype=`` (a ValueError for a bad value,
+    a TypeError when an operand cannot be cast by the rule), before any arithmetic.
+
+    >>> check_numpy_options('i->', [np.array([0.5])], int, 'safe', 'K')
+    Traceback (most recent call last):
+    ...
+    TypeError: 'i->': operand 0 cannot be cast from float64 to int64 by the rule 'safe' (np.einsum's default); pass casting='unsafe' to truncate
+    """
+    for name, value in (("order", order), ("casting", casting)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    if order.upper() not in ORDERS:
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    if casting not in CASTING_RULES:
+        raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe' "
+                         f"(got {casting!r})")
+    if dtype is None and casting in ("safe", "same_kind", "unsafe"):
+        return  # promotion to the common type is always safe
+    dtypes = [getattr(a, "dtype", None) for a in arrays]
+    if any(d is None for d in dtypes):
+        return
+    try:
+        np_dtypes = [np.dtype(d) for d in dtypes]
+    except TypeError:
+        return  # not numpy dtypes (torch, JAX): their library casts
+    target = np.dtype(dtype) if dtype is not None else np.result_type(*np_dtypes)
+    for k, d in enumerate(np_dtypes):
+        if not np.can_cast(d, target, casting):
+            default = " (np.einsum's default)" if casting == "safe" else ""
+            raise TypeError(f"{subscripts!r}: operand {k} cannot be cast from {d} to {target} by "
+                            f"the rule {casting!r}{default}; pass casting='unsafe' to truncate")
+
+
+def apply_order(result: Any, order: str, arrays: Sequence[Any]) -> Any:
+    """The result in numpy's ``order=`` layout (``'K'``, the default, keeps it as computed).
+
+    >>> apply_order(np.ones((2, 3)), 'F', []).flags.f_contiguous
+    True
+    """
+    order = order.upper()
+    if order == "K" or not isinstance(result, np.ndarray) or result.ndim == 0:
+        return result
+    if order == "A":
+        fortran = bool(arrays) and all(isinstance(a, np.ndarray) and a.flags.f_contiguous
+                                       and not a.flags.c_contiguous for a in arrays)
+        order = "F" if fortran else "C"
+    return np.asfortranarray(result) if order == "F" else np.ascontiguousarray(result)
+
+
+# --------------------------------------------------------------------- optimize= backend=
+def numpy_optimize(optimize: Any) -> Any:
+    """numpy's and opt_einsum's extra ``optimize=`` spellings, as the schedule takes them:
+    ``None`` is opt_einsum's default (``'auto'``); numpy's ``('greedy', memory_limit)`` takes
+    the named optimizer (its size bound only shapes numpy's own search, never the answer).
+
+    >>> numpy_optimize(None), numpy_optimize(('greedy', 0)), numpy_optimize([(0, 1)])
+    ('auto', 'greedy', [(0, 1)])
+    """
+    if optimize is None:
+        return "auto"
+    if (isinstance(optimize, (tuple, list)) and len(optimize) == 2 and isinstance(optimize[0], str)
+            and optimize[0] != "einsum_path" and isinstance(optimize[1], (int, float))
+            and not isinstance(optimize[1], bool)):
+        return optimize[0]
+    return optimize
+
+
+#: opt_einsum's backend names (and their aliases) -> the names the registry uses.
+_BACKEND_ALIASES = {
+    "numpy": "numpy", "jax": "jax", "jax.numpy": "jax", "libjax": "jax", "torch": "torch",
+    "pytorch": "torch", "dask": "dask", "dask.array": "dask", "array_api": "array_api",
+}
+
+
+def backend_name(backend: Any) -> str | None:
+    """The registry name for opt_einsum's ``backend=`` (``None`` or ``'auto'``: the operands'
+    own library).
+
+    >>> backend_name('auto'), backend_name('jax'), backend_name('numpy')
+    (None, 'jax', 'numpy')
+    """
+    if backend is None or backend == "auto":
+        return None
+    if not isinstance(backend, str):
+        raise TypeError(f"backend= must be a library name such as 'numpy', 'jax', 'torch' or "
+                        f"'dask', not {type(backend).__name__}")
+    name = _BACKEND_ALIASES.get(backend.lower())
+    if name is None:
+        raise ContractionError(
+            f"backend={backend!r} is not supported; use 'auto' (the operands' library), "
+            f"{', '.join(repr(n) for n in sorted(set(_BACKEND_ALIASES.values())))}")
+    return name
+
+
+# ----------------------------------------------------------------------------- PathInfo
+def path_info(einsum: str, shapes: Sequence[tuple[int, ...]], path: Sequence[tuple[int, ...]],
+              use_blas: bool = True) -> Any:
+    """opt_einsum's `PathInfo` for ``path`` on the expanded ``einsum`` (plain letters, one per
+    axis) with these operand shapes: the very object ``opt_einsum.contract_path`` returns, so
+    its attributes and printed table are opt_einsum's.
+
+    >>> info = path_info('ij,jk->ik', [(2, 3), (3, 4)], [(0, 1)])
+    >>> info.opt_cost, info.largest_intermediate
+    (Decimal('48'), Decimal('8'))
+    """
+    import opt_einsum
+
+    _, info = opt_einsum.contract_path(einsum, *shapes, shapes=True, optimize=[tuple(p) for p in path],
+                                       use_blas=use_blas)
+    return info
+
+
+# ------------------------------------------------------------------ backend= conversion
+def to_library(name: str, arrays: Sequence[np.ndarray]) -> list[Any]:
+    """numpy arrays as arrays of the library ``name`` (for opt_einsum's ``backend=``)."""
+    if name == "numpy":
+        return list(arrays)
+    if name == "jax":
+        import jax.numpy as jnp
+
+        return [jnp.asarray(a) for a in arrays]
+    if name == "torch":
+        import torch
+
+        return [torch.as_tensor(a) for a in arrays]
+    if name == "dask":
+        import dask.array as da
+
+        return [da.from_array(a) for a in arrays]
+    raise ContractionError(f"backend={name!r} cannot take numpy operands; pass its own arrays")
+
+
+def from_library(name: str, result: Any) -> Any:
+    """A result of the library ``name`` back as numpy (a numpy scalar when 0-d)."""
+    if name == "dask":
+        result = result.compute()
+    elif name == "torch":
+        result = result.detach().cpu().numpy()
+    out = np.asarray(result)
+    return out[()] if out.ndim == 0 else out
