@@ -14,6 +14,7 @@ from .api import ContractExpression, contract, contract_expression, expand_subsc
 from .errors import (
     ContractionError,
     InconsistentError,
+    MemoryLimitError,
     OperandCountError,
     SizeMismatchError,
     SubscriptsSyntaxError,
@@ -53,5 +54,6 @@ __all__ = [
     "OperandCountError",
     "SizeMismatchError",
     "SupplementError",
+    "MemoryLimitError",
     "__version__",
 ]

@@ -16,6 +16,7 @@ dictionary lookup plus the arithmetic.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -28,12 +29,14 @@ from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .errors import ContractionError, SizeMismatchError, quoted
 from .expand import expand
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import Schedule, make_schedule, normalise_optimize
+from .schedule import CONVERTED, STRIDED, Schedule, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "explain", "expand_subscripts"]
 
 _ndarray = np.ndarray
+_NUMPY = backend_named("numpy")
+_DEFAULT_OPTIONS = BackendOptions()
 
 
 # ------------------------------------------------------------------------------ operands
@@ -76,30 +79,76 @@ def _short_repr(op: Any) -> str:
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
-             limit: Any = "default") -> tuple[Plan, Schedule]:
+             limit: Any = "default", layouts: tuple[int, ...] | None = None) -> tuple[Plan, Schedule]:
     plan = make_plan(subscripts, shapes, supplements)
-    return plan, make_schedule(plan, optimize, memory_limit=limit)
+    return plan, make_schedule(plan, optimize, memory_limit=limit, layouts=layouts)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _compiled(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...], optimize: Any,
-              options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
-    return load(backend).compile(plan, schedule, options)
+              options: BackendOptions, limit: Any = "default",
+              layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts)
+    run = load(backend).compile(plan, schedule, options)
+    if layouts is None and backend is _NUMPY and _copies_could_break(schedule):
+        return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
+    return run
+
+
+def _copies_could_break(schedule: Schedule) -> bool:
+    """Could copies of strided or converted operands (which a schedule planned for
+    C-contiguous operands of one dtype does not count) take a call past its limit?"""
+    if schedule.memory_limit is None or schedule.strategy != "pairwise":
+        return False
+    operands = sum(math.prod(s) for s in schedule.shapes)
+    return schedule.peak_extra + operands > schedule.memory_limit
+
+
+def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,
+             shapes: tuple[tuple[int, ...], ...], supplements: tuple[tuple[str, int], ...],
+             optimize: Any, options: BackendOptions, limit: Any) -> Callable[..., Any]:
+    """``run`` for C-contiguous operands of one dtype; any other operands are re-planned with
+    their layouts (so the copies they need are counted, and blocked if need be)."""
+    target = options.preferred_element_type
+
+    def guarded(*arrays: Any) -> Any:
+        dtype = arrays[0].dtype if target is None else target
+        for a in arrays:
+            if a.dtype != dtype or not a.flags.c_contiguous:
+                layouts = _layouts_of(arrays, options)
+                return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
+                               layouts)(*arrays)
+        return run(*arrays)
+
+    return guarded
+
+
+def _layouts_of(arrays: Sequence[Any], options: BackendOptions) -> tuple[int, ...] | None:
+    """`Schedule.layouts` for numpy operands: which are strided, which are converted."""
+    if not all(type(a) is _ndarray for a in arrays):
+        return None
+    target = options.preferred_element_type
+    dtype = np.dtype(target) if target is not None else np.result_type(*arrays)
+    codes = tuple((0 if a.flags.c_contiguous else STRIDED) | (CONVERTED if a.dtype != dtype else 0)
+                  for a in arrays)
+    return codes if any(codes) else None
 
 
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
             supplements: tuple[tuple[str, int], ...], optimize: Any,
-            options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+            options: BackendOptions, limit: Any = "default",
+            layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
     limit = _backend_limit(backend, limit)
+    if backend is not _NUMPY:
+        layouts = None
     try:
-        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit)
+        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts)
     return load(backend).compile(plan, schedule, options)
 
 
@@ -152,8 +201,6 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
 # the GIL, so concurrent callers at worst re-plan through the lru-cached `_compiled`).
 _HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
 HOT_CACHE_SIZE = PLAN_CACHE_SIZE
-_NUMPY = backend_named("numpy")
-_DEFAULT_OPTIONS = BackendOptions()
 
 
 # ------------------------------------------------------------------------------ contract
@@ -242,6 +289,8 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
     run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
+    # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
+    # the operands and re-plans for theirs: see `_guarded`)
     if len(_HOT) >= HOT_CACHE_SIZE:
         _HOT.clear()
     _HOT[key] = run
@@ -258,10 +307,12 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     shapes = _shapes_of(arrays)
     optimize = normalise_optimize(optimize)
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
-    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
+    layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
+    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
     if out is None:
         return run(*arrays)
-    plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit))
+    plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
+                       layouts)
     _check_out(out, backend, plan, arrays, options)
     np.copyto(out, run(*arrays), casting="safe")
     return out
@@ -509,7 +560,9 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
-        plan, schedule = _planned(subscripts, shapes, supplements, opt, limit)
+        layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
+                   if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
+        plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")

@@ -157,12 +157,11 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
             f"{quoted(plan.expansion.subscripts)} would give a result of {len(schedule.output_shape)} "
             f"axes, but numpy arrays hold at most {MAX_NDIM}; sum some groups away in the output, "
             "or run it on torch or JAX")
-    run = compile_schedule(schedule, NUMPY_OPS)
     target = options.preferred_element_type
     if target is None:
-        return run
-    dtype = np.dtype(target)
-    return lambda *arrays: run(*(a.astype(dtype, copy=False) for a in arrays))
+        return compile_schedule(schedule, NUMPY_OPS)
+    # The schedule converts the operands (per block when blocked; its peak counts the copies).
+    return compile_schedule(schedule, NUMPY_OPS, np.dtype(target))
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
