@@ -7,6 +7,7 @@ hand-expanded strings; memory is measured with tracemalloc (numpy reports its ar
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import tracemalloc
@@ -116,7 +117,7 @@ def test_block_sizes_keep_the_products_large():
     assert blocking is not None and blocking.labels == (0,)          # only W is cut
     assert blocking.hoisted == (0,)
     assert blocking.chunks[0] >= 256                                  # large BLAS shapes
-    close(expr(x, m1, m2, y), np.einsum("wi,ij,jk,wk->w", x, m1, m2, y))
+    close(expr(x, m1, m2, y), np.einsum("wi,ij,jk,wk->w", x, m1, m2, y, optimize=True))
 
 
 def test_a_limit_past_the_block_floor_is_refused_with_the_smallest_that_works():
@@ -247,9 +248,10 @@ def test_peak_extra_is_what_the_call_allocates(case, layout, mix):
                              layout if k != 1 else "C") for k, s in enumerate(shapes)]
         kwargs = {"memory_limit": limit, "dtype": dtype}
         want = np.einsum(_hand(subscripts),
-                         *(a.astype(dtype or np.result_type(*operands)) for a in operands))
+                         *(a.astype(dtype or np.result_type(*operands)) for a in operands),
+                         optimize=True)
         contract(subscripts, *operands, **kwargs)          # plan and compile outside the measurement
-        extra, got = traced_extra(lambda: contract(subscripts, *operands, **kwargs))
+        extra, got = traced_extra(functools.partial(contract, subscripts, *operands, **kwargs))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
         itemsize = got.itemsize
         plan = make_plan(subscripts, tuple(a.shape for a in operands), ())
