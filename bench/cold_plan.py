@@ -30,9 +30,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from vocabulary import make_case, vocabulary  # noqa: E402
+
 import contractions  # noqa: E402
 from contractions import api, expand, parser, plan, schedule, solver  # noqa: E402
-from vocabulary import make_case, vocabulary  # noqa: E402
 
 NEW_SHAPE_TARGET_MS = 0.5
 NEW_STRING_TARGET_MS = 5.0
