@@ -79,9 +79,11 @@ def _short_repr(op: Any) -> str:
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
-             limit: Any = "default", layouts: tuple[int, ...] | None = None) -> tuple[Plan, Schedule]:
+             limit: Any = "default", layouts: tuple[int, ...] | None = None,
+             use_einsum: bool = True) -> tuple[Plan, Schedule]:
     plan = make_plan(subscripts, shapes, supplements)
-    return plan, make_schedule(plan, optimize, memory_limit=limit, layouts=layouts)
+    return plan, make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=limit,
+                               layouts=layouts)
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
@@ -89,7 +91,8 @@ def _compiled(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], 
               supplements: tuple[tuple[str, int], ...], optimize: Any,
               options: BackendOptions, limit: Any = "default",
               layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts)
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
+                              backend.uses_einsum)
     run = load(backend).compile(plan, schedule, options)
     if layouts is None and backend is _NUMPY and _copies_could_break(schedule):
         return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
@@ -148,16 +151,17 @@ def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ..
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts)
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
+                              backend.uses_einsum)
     return load(backend).compile(plan, schedule, options)
 
 
 def _backend_limit(backend: Backend, limit: Any) -> Any:
-    """The memory limit a backend's schedule honours.  JAX never blocks (XLA plans its own
-    buffers; only the path is taken); every other backend but numpy blocks only when asked
-    (torch: blocks are written in place, which torch.vmap cannot batch; dask bounds each of
-    its blocks itself), so for them ``'default'`` is unbounded."""
-    if backend.name == "jax" or (limit == "default" and backend.name != "numpy"):
+    """The memory limit a backend's schedule honours, from its declared capabilities: none
+    where the framework plans its own buffers (JAX); ``'default'`` only where the backend
+    blocks by default (numpy), else only an explicit limit (torch: blocks are written in
+    place, which torch.vmap cannot batch; dask bounds each of its blocks itself)."""
+    if not backend.honours_memory_limit or (limit == "default" and not backend.blocks_by_default):
         return None
     return limit
 
@@ -562,7 +566,8 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
         layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
                    if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
-        plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts)
+        plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
+                                  chosen.uses_einsum)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")

@@ -36,18 +36,30 @@ from opt_einsum.helpers import flop_count as _flop_count
 from .errors import ContractionError, MemoryLimitError
 from .expand import symbol_past_letters
 from .matmul_model import (
-    NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT,
-    NS_PER_COPIED_ELEMENT,
+    DIRECT_FEW_LABELS,
+    DIRECT_MAX_NAIVE_COST,
+    DIRECT_MAX_NAIVE_COST_MANY_LABELS,
+    EINSUM_VECTOR_STEP_MAX_MACS,
+    NS_PER_BLOCK,
+    NS_PER_BLOCK_STEP,
+    NS_PER_EINSUM_MAC,
+    NUMPY_MODEL,
+    CostModel,
     MatmulLayout,
     best_matmul_layout,
-    fresh_buffer_ns,
-    matmul_ns,
     size_of,
 )
 from .plan import PLAN_CACHE_SIZE, Plan
 
 __all__ = [
+    "MAX_BLOCKS",
+    "NUMPY_MODEL",
+    "CostModel",
     "DIRECT_FEW_LABELS",
+    "EINSUM_VECTOR_STEP_MAX_MACS",
+    "NS_PER_BLOCK",
+    "NS_PER_BLOCK_STEP",
+    "NS_PER_EINSUM_MAC",
     "DIRECT_MAX_NAIVE_COST",
     "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
     "DIRECT_MAX_OPERANDS",
@@ -68,27 +80,8 @@ Shape = tuple[int, ...]
 #: The letters one einsum call may use (numpy's and torch's einsum know exactly these 52).
 EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-# The direct strategy runs numpy's einsum as ONE nested loop over every distinct label, so its
-# cost is ~ (product of all label extents) x a few ns plus a per-call setup that grows with the
-# number of labels; the pairwise strategy pays ~1-2 us of Python per step but only the pairwise
-# flops.  Chosen by measurement (bench/direct_threshold.py; its docstring has the numbers): on
-# every multi-operand string of the repo's vocabulary, extents grown from 2 until the single
-# call clearly loses, both strategies timed at each of ~1350 points.  "direct iff naive count
-# <= T" costs, in total over all points, 1.062x the per-point best at T=1024; letting T depend
-# on the number of labels -- 4096 up to 7 labels, 512 beyond (einsum's setup is ~1.2 us at 6
-# labels, ~2.5-5 us at 8-9) -- brings it to 1.051x.
-DIRECT_MAX_NAIVE_COST = 4096
-DIRECT_MAX_NAIVE_COST_MANY_LABELS = 512
-DIRECT_FEW_LABELS = 7
 # numpy's C einsum takes fewer than 64 operands (32 before numpy 2): more always run pairwise.
 DIRECT_MAX_OPERANDS = 31
-
-# A vector-like step (one side has no free axis) whose per-batch matrix is at most this many
-# multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
-# (measured: (1e4 x 4x16) @ (1e4 x 16) 0.32 ms einsum vs 0.50 ms matmul; 32x32 is a tie).
-EINSUM_VECTOR_STEP_MAX_MACS = 256
-# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above).
-NS_PER_EINSUM_MAC = 0.5
 
 
 # ------------------------------------------------------------------------------ the data
@@ -428,7 +421,8 @@ def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inne
 
 
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
-          extents: dict[int, int], final: Labels | None, use_einsum: bool = True) -> Step:
+          extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
+          model: CostModel = NUMPY_MODEL) -> Step:
     """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
     x_labels, y_labels = lx, ly
     # Labels only one side has and nobody needs later are summed first.
@@ -454,13 +448,13 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
                     result=order, result_shape=shape, kernel="multiply", einsum=None,
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
-                    swap=False, layout=None, cost_ns=NS_PER_COPIED_ELEMENT * math.prod(shape))
+                    swap=False, layout=None, cost_ns=model.multiply_ns(math.prod(shape)))
 
-    layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final)
+    layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
     nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
     needs_copy = layout.left.copy or layout.right.copy
     vector_like = not left or not right
-    small = nl * nc * nr <= EINSUM_VECTOR_STEP_MAX_MACS
+    small = nl * nc * nr <= model.einsum_step_max_macs()
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     if letters_ok and vector_like and (needs_copy or small or (not left and not right)):
         # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
@@ -473,7 +467,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
                     result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
                     y_view=None, swap=False, layout=None,
-                    cost_ns=NS_PER_EINSUM_MAC * macs + fresh_buffer_ns(math.prod(shape)))
+                    cost_ns=model.einsum_ns(macs) + model.fresh_buffer_ns(math.prod(shape)))
 
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
     b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
@@ -488,7 +482,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
     return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
                 kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
-                layout=layout, cost_ns=layout.cost + fresh_buffer_ns(size_of(result, extents)))
+                layout=layout, cost_ns=layout.cost + model.fresh_buffer_ns(size_of(result, extents)))
 
 
 # ------------------------------------------------------------------------------ schedules
@@ -530,7 +524,7 @@ def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
 
 
 def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
-          extents: dict[int, int], use_einsum: bool) -> list[Step]:
+          extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL) -> list[Step]:
     """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
     current = [p.labels for p in preps]
     output_set = set(final_order)
@@ -542,7 +536,7 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
             keep = set(output_set).union(*rest) if rest else set(output_set)
             step = _step((i, j), current[i], current[j], keep, extents,
-                         final_order if not rest else None, use_einsum)
+                         final_order if not rest else None, use_einsum, model)
             steps.append(step)
             current = rest + [step.result]
             positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
@@ -666,11 +660,11 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
               output_shape: Shape, extents: dict[int, int], path: tuple[tuple[int, ...], ...],
               optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
               preps: list[Preparation] | None = None,
-              layouts: tuple[int, ...] | None = None) -> Schedule:
+              layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL) -> Schedule:
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if preps is None:
         preps = _preparations(inputs, shapes, final_order)
-    steps = _walk(preps, path, final_order, extents, use_einsum)
+    steps = _walk(preps, path, final_order, extents, use_einsum, model)
     labels = steps[-1].result if steps else preps[0].labels
     fresh = bool(steps) or any(p.sum_axes for p in preps)
     finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
@@ -739,7 +733,8 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
                     optimize: Any = "auto", strategy: str | None = None,
                     use_einsum: bool = True, memory_limit: Any = None,
                     extents_by_label: tuple[int, ...] | None = None,
-                    layouts: tuple[int, ...] | None = None) -> Schedule:
+                    layouts: tuple[int, ...] | None = None,
+                    cost_model: CostModel = NUMPY_MODEL) -> Schedule:
     """Schedule a contraction given directly as integer labels (cached, pure).
 
     ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
@@ -755,6 +750,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     the plan's validated extents (label ``k`` has extent ``extents_by_label[k]``); without it
     they are read off the shapes.  ``layouts`` is `Schedule.layouts` (what the operands
     will cost to copy: strided, converted), None for C-contiguous operands of one dtype.
+    ``cost_model`` prices every choice (`matmul_model.CostModel`; numpy's by default).
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
@@ -770,8 +766,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     if strategy not in (None, "direct", "pairwise"):
         raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
     if strategy is None:
-        limit = (DIRECT_MAX_NAIVE_COST if len(distinct) <= DIRECT_FEW_LABELS
-                 else DIRECT_MAX_NAIVE_COST_MANY_LABELS)
+        limit = cost_model.direct_max_naive_cost(len(distinct))
         small = math.prod(extents[lab] for lab in distinct) <= limit
         # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
         # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
@@ -809,9 +804,9 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     if layouts is not None and not any(layouts):
         layouts = None
     options = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                         use_einsum, preps, layouts) for path in paths]
+                         use_einsum, preps, layouts, cost_model) for path in paths]
     return _within_limit(options, _resolve_limit(memory_limit, shapes, output_shape), use_einsum,
-                         strict=memory_limit != "default")
+                         strict=memory_limit != "default", model=cost_model)
 
 
 def _resolve_limit(memory_limit: Any, shapes: tuple[Shape, ...], output_shape: Shape) -> int | None:
@@ -836,7 +831,7 @@ BLOCK_HEADROOM = 0.6
 
 
 def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
-                  strict: bool = True) -> Schedule:
+                  strict: bool = True, model: CostModel = NUMPY_MODEL) -> Schedule:
     """The fastest modelled schedule whose buffers stay within ``limit`` (blocked if need be).
 
     Not ``strict`` (the default limit): when nothing fits, the smallest peak found is taken
@@ -852,7 +847,7 @@ def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
     tried = [replace(f, memory_limit=limit) for f in fitting[:1]]
     smallest = min(o.peak_extra for o in options)
     for option in options[:2]:
-        blocked, reached = _blocked(option, limit, use_einsum)
+        blocked, reached = _blocked(option, limit, use_einsum, model)
         smallest = min(smallest, reached)
         if blocked is not None:
             tried.append(blocked)
@@ -879,10 +874,6 @@ def _limit_for(peak: int) -> int:
 #: A schedule that fits the limit unblocked is kept unless blocking a faster order models at
 #: least this much faster.
 BLOCKING_WORTH = 1.25
-#: Python work per block: slicing the operands, one call per step, the write into the result
-#: (measured: ~9 us for a block of two tiny steps, ~14 us with the machine loaded).
-NS_PER_BLOCK = 4000.0
-NS_PER_BLOCK_STEP = 2500.0
 
 
 #: The most blocks a blocked schedule may have.  A limit that would need more is refused
@@ -892,14 +883,14 @@ NS_PER_BLOCK_STEP = 2500.0
 MAX_BLOCKS = 10_000
 
 
-def _step_cost(step: Step, ext: dict[int, int]) -> float:
+def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) -> float:
     """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged)."""
     result = size_of(step.result, ext)
     if step.kernel == "multiply":
-        return NS_PER_COPIED_ELEMENT * result
+        return model.multiply_ns(result)
     if step.kernel == "einsum" or step.layout is None:
         every = set(step.x_labels) | set(step.y_labels)
-        return NS_PER_EINSUM_MAC * size_of(tuple(every), ext) + fresh_buffer_ns(result)
+        return model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
     lay = step.layout
     p, q = lay.left, lay.right
     calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)
@@ -909,10 +900,10 @@ def _step_cost(step: Step, ext: dict[int, int]) -> float:
                            (q, step.x_labels if lay.swap else step.y_labels)):
         if factor.copy:
             copied += size_of(labels, ext)
-    cost = NS_PER_COPIED_ELEMENT * copied + matmul_ns(calls, rows, nk, cols)
+    cost = model.copy_ns(copied) + model.matmul_ns(calls, rows, nk, cols)
     if q.transposed and calls > 1:
-        cost += NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT * calls * rows * cols
-    return cost + fresh_buffer_ns(result)
+        cost += model.batched_right_transpose_ns(calls, rows, cols)
+    return cost + model.fresh_buffer_ns(result)
 
 
 def step_tokens(schedule: Schedule) -> tuple[tuple[tuple[str, int], tuple[str, int]], ...]:
@@ -951,7 +942,8 @@ def _loop_peak(prologue: Schedule, body: Schedule, ext_full: dict[int, int],
     return max(first, block)
 
 
-def _blocked(base: Schedule, limit: int, use_einsum: bool) -> tuple[Schedule | None, int]:
+def _blocked(base: Schedule, limit: int, use_einsum: bool,
+             model: CostModel = NUMPY_MODEL) -> tuple[Schedule | None, int]:
     """Cut labels into chunks until every buffer of a blocked run is within ``limit``; only
     the steps that carry a cut label run per block.  Returns (the schedule or None, the
     smallest peak reached within `MAX_BLOCKS` blocks).
@@ -974,14 +966,14 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool) -> tuple[Schedule | N
         n_blocks = math.prod(-(-extents[lab] // chunks[lab]) for lab in cut)
         loop = [k for k in range(n_steps) if k not in set(hoisted)]
         tokens = _tokens_of(base)
-        per_block = NS_PER_BLOCK + NS_PER_BLOCK_STEP * len(loop)
+        per_block = model.block_ns(len(loop))
         for k in loop:
             step = base.steps[k]
-            per_block += _step_cost(step, ext)
+            per_block += _step_cost(step, ext, model)
             for view, (kind, j) in ((step.x_view, tokens[k][0]), (step.y_view, tokens[k][1])):
                 if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
                         and _operand_token(base, j, ext, True)[2]):
-                    per_block += NS_PER_COPIED_ELEMENT * size_of(inputs[j], ext)
+                    per_block += model.copy_ns(size_of(inputs[j], ext))
         cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
         return peak, cost, n_blocks
 
@@ -1046,7 +1038,7 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool) -> tuple[Schedule | N
             return None, int(smallest)
         cost, chunks, peak = min(found, key=lambda f: f[0])
         chunks, peak, cost = _improve(chunks, peak, cost, target, labels, extents, measure)
-        blocked = _assemble(base, chunks, labels, use_einsum)
+        blocked = _assemble(base, chunks, labels, use_einsum, model)
         if blocked.peak_extra <= limit:
             return replace(blocked, memory_limit=limit), int(min(smallest, blocked.peak_extra))
         # the estimate missed (another kernel or layout at block shapes): aim lower
@@ -1083,7 +1075,8 @@ def _improve(chunks: dict[int, int], peak: int, cost: float, target: int, labels
     return chunks, peak, cost
 
 
-def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_einsum: bool) -> Schedule:
+def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_einsum: bool,
+              model: CostModel = NUMPY_MODEL) -> Schedule:
     """The blocked schedule for these chunk sizes: one inner schedule per kind of block
     (full chunks, and the shorter last chunk of each cut label), its exact peak and cost."""
     inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
@@ -1101,12 +1094,11 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         block_shapes = tuple(tuple(length_of.get(lab, n) if n != 1 else 1 for lab, n in zip(t, s))
                              for t, s in zip(inputs, shapes))
         block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
-                                layouts=base.layouts)
+                                layouts=base.layouts, cost_model=model)
         variants.append((lengths, block))
         how_many = math.prod(
             (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
-        total += how_many * (NS_PER_BLOCK + sum(
-            NS_PER_BLOCK_STEP + block.steps[k].cost_ns for k in loop))
+        total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop))
         peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
     first = variants[0][1]
     blocking = Blocking(
@@ -1121,10 +1113,12 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
 
 
 def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
-                  memory_limit: Any = None, layouts: tuple[int, ...] | None = None) -> Schedule:
+                  memory_limit: Any = None, layouts: tuple[int, ...] | None = None,
+                  cost_model: CostModel = NUMPY_MODEL) -> Schedule:
     """The schedule for a validated `Plan` (cached per plan and ``optimize``).
 
-    ``use_einsum=False`` avoids einsum entirely (see `schedule_labels`).
+    ``use_einsum=False`` avoids einsum entirely, ``cost_model`` prices the choices (see
+    `schedule_labels`).
 
     >>> from contractions.plan import make_plan
     >>> plan = make_plan('Wa,Wa->W', ((2, 3), (2, 3)), ())
@@ -1134,7 +1128,7 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     exp = plan.expansion
     return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize),
                            use_einsum=use_einsum, memory_limit=memory_limit,
-                           extents_by_label=plan.extents, layouts=layouts)
+                           extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
 
 
 def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:

@@ -301,3 +301,48 @@ def test_the_warm_path_replans_for_strided_or_mixed_operands(combo):
     close(got.astype(np.float64), other.astype(np.float64) @ y) if kind == "float64" else \
         np.testing.assert_allclose(got, other.astype(np.float64) @ y, rtol=1e-5)
     assert extra <= 20_000 * 8 + ALLOWANCE
+
+
+# ------------------------------------------------ cost models and declared capabilities
+def test_the_cost_model_is_a_parameter_of_the_schedule():
+    from contractions.matmul_model import NUMPY_MODEL, NumpyCostModel
+
+    plan = make_plan("Wij,Wjk->Wik", ((40, 30, 30), (40, 30, 30)), ())
+    assert make_schedule(plan).strategy == "pairwise"
+    eager = NumpyCostModel(direct_max_naive=10**9, direct_max_naive_many_labels=10**9)
+    assert make_schedule(plan, cost_model=eager).strategy == "direct"
+    assert make_schedule(plan, cost_model=NUMPY_MODEL) == make_schedule(plan)
+    # a model whose blocks cost more takes fewer, larger blocks for the same limit
+    shapes = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
+    tt = make_plan("WCa,Caib,WCi->WCb", shapes, ())
+    cheap = make_schedule(tt, memory_limit=20_000)
+    dear = make_schedule(tt, memory_limit=20_000, cost_model=NumpyCostModel(ns_per_block=1e9))
+    assert cheap.blocking is not None and dear.blocking is not None
+    assert dear.blocking.n_blocks <= cheap.blocking.n_blocks
+
+
+def test_backends_declare_what_they_honour():
+    from contractions import api
+    from contractions.backends import Backend, backend_named
+
+    jax_entry, torch_entry = backend_named("jax"), backend_named("torch")
+    assert not jax_entry.honours_memory_limit
+    assert torch_entry.honours_memory_limit and not torch_entry.blocks_by_default
+    assert backend_named("numpy").blocks_by_default
+    assert not backend_named("array_api").uses_einsum
+    assert api._backend_limit(jax_entry, 1000) is None
+    assert api._backend_limit(torch_entry, "default") is None and api._backend_limit(torch_entry, 9) == 9
+    mine = Backend("mine", None, lambda op: False, "contractions.backends.numpy_backend",
+                   blocks_by_default=True)
+    assert api._backend_limit(mine, "default") == "default"
+
+
+def test_the_array_api_backend_compiles_the_schedule_it_is_given():
+    from contractions import api
+    from contractions.backends import array_api_backend, backend_named
+
+    shapes = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
+    plan, schedule = api._planned("WCa,Caib,WCi->WCb", shapes, (), "auto", None, None,
+                                  backend_named("array_api").uses_einsum)
+    assert {step.kernel for step in schedule.steps} <= {"matmul", "multiply"}
+    assert array_api_backend.standard_schedule(plan, schedule) is schedule     # not re-planned
