@@ -224,12 +224,16 @@ def best_matmul_layout(
         free_p = tuple(label for label in lp if label not in batch and label not in contract)
         free_q = tuple(label for label in lq if label not in batch and label not in contract)
         nk = size_of(tuple(contract), extents)
-        for batch_source in (lp, lq):
-            b = tuple(label for label in batch_source if label in batch)
-            for contract_source in (lp, lq):
-                c = tuple(label for label in contract_source if label in contract)
-                for p_copied, p in _presentations(lp, free_p, c, True, size_p):
-                    for q_copied, q in _presentations(lq, free_q, c, False, size_q):
+        # Both operands may give the same batch or contract order: price each distinct one once
+        # (the first of equal costs wins, so skipping repeats changes nothing).
+        orders_b = dict.fromkeys(tuple(label for label in source if label in batch) for source in (lp, lq))
+        orders_c = dict.fromkeys(tuple(label for label in source if label in contract) for source in (lp, lq))
+        shown = {c: (_presentations(lp, free_p, c, True, size_p), _presentations(lq, free_q, c, False, size_q))
+                 for c in orders_c}
+        for b in orders_b:
+            for c in orders_c:
+                for p_copied, p in shown[c][0]:
+                    for q_copied, q in shown[c][1]:
                         calls = nb * size_of(p.spread, extents) * size_of(q.spread, extents)
                         rows, cols = size_of(p.free, extents), size_of(q.free, extents)
                         cost = model.copy_ns(int(p_copied + q_copied)) + model.matmul_ns(

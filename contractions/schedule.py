@@ -524,7 +524,8 @@ def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
 
 
 def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
-          extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL) -> list[Step]:
+          extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL,
+          memo: dict[Any, Step] | None = None) -> list[Step]:
     """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
     current = [p.labels for p in preps]
     output_set = set(final_order)
@@ -535,8 +536,16 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
             i, j = positions[0], positions[1]
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
             keep = set(output_set).union(*rest) if rest else set(output_set)
-            step = _step((i, j), current[i], current[j], keep, extents,
-                         final_order if not rest else None, use_einsum, model)
+            final = final_order if not rest else None
+            # Candidate paths share most of their steps: price each distinct one once.
+            key = (current[i], current[j], frozenset(keep), final)
+            found = memo.get(key) if memo is not None else None
+            if found is None:
+                found = _step((i, j), current[i], current[j], keep, extents, final, use_einsum,
+                              model)
+                if memo is not None:
+                    memo[key] = found
+            step = found if found.operands == (i, j) else replace(found, operands=(i, j))
             steps.append(step)
             current = rest + [step.result]
             positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
@@ -660,11 +669,12 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
               output_shape: Shape, extents: dict[int, int], path: tuple[tuple[int, ...], ...],
               optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
               preps: list[Preparation] | None = None,
-              layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL) -> Schedule:
+              layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL,
+              memo: dict[Any, Step] | None = None) -> Schedule:
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if preps is None:
         preps = _preparations(inputs, shapes, final_order)
-    steps = _walk(preps, path, final_order, extents, use_einsum, model)
+    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo)
     labels = steps[-1].result if steps else preps[0].labels
     fresh = bool(steps) or any(p.sum_axes for p in preps)
     finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
@@ -803,8 +813,9 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         name = _optimizer_name(optimize)
     if layouts is not None and not any(layouts):
         layouts = None
+    memo: dict[Any, Step] = {}
     options = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                         use_einsum, preps, layouts, cost_model) for path in paths]
+                         use_einsum, preps, layouts, cost_model, memo) for path in paths]
     return _within_limit(options, _resolve_limit(memory_limit, shapes, output_shape), use_einsum,
                          strict=memory_limit != "default", model=cost_model)
 
