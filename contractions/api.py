@@ -29,7 +29,7 @@ from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .errors import ContractionError, SizeMismatchError, quoted
 from .expand import expand
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import CONVERTED, STRIDED, Schedule, make_schedule, normalise_optimize
+from .schedule import CONVERTED, FORTRAN, STRIDED, Schedule, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "explain", "expand_subscripts"]
@@ -133,8 +133,8 @@ def _layouts_of(arrays: Sequence[Any], options: BackendOptions) -> tuple[int, ..
         return None
     target = options.preferred_element_type
     dtype = np.dtype(target) if target is not None else np.result_type(*arrays)
-    codes = tuple((0 if a.flags.c_contiguous else STRIDED) | (CONVERTED if a.dtype != dtype else 0)
-                  for a in arrays)
+    codes = tuple((0 if a.flags.c_contiguous else FORTRAN if a.flags.f_contiguous else STRIDED)
+                  | (CONVERTED if a.dtype != dtype else 0) for a in arrays)
     return codes if any(codes) else None
 
 

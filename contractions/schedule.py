@@ -52,8 +52,11 @@ from .matmul_model import (
 from .plan import PLAN_CACHE_SIZE, Plan
 
 __all__ = [
+    "CONVERTED",
+    "FORTRAN",
     "MAX_BLOCKS",
     "NUMPY_MODEL",
+    "STRIDED",
     "CostModel",
     "DIRECT_FEW_LABELS",
     "EINSUM_VECTOR_STEP_MAX_MACS",
@@ -106,19 +109,23 @@ class View:
 class Preparation:
     """How one operand reaches unique, non-trivial labels before any pairing.
 
-    ``squeeze`` reshapes away size-1 axes (a view); each of ``diagonals`` takes the diagonal
-    of two axes (appended last, as ``numpy.diagonal`` does); ``sum_axes`` are summed (labels
-    no other operand and not the output needs).  ``labels`` are the operand's labels after.
+    ``transpose`` (first) permutes the axes: a Fortran-ordered operand is read as its
+    reversed-axes transpose, which is C-ordered (a view).  ``squeeze`` reshapes away size-1
+    axes (a view); each of ``diagonals`` takes the diagonal of two axes (appended last, as
+    ``numpy.diagonal`` does); ``sum_axes`` are summed (labels no other operand and not the
+    output needs).  ``labels`` are the operand's labels after.
     """
 
     squeeze: Shape | None
     diagonals: tuple[tuple[int, int], ...]
     sum_axes: tuple[int, ...]
     labels: Labels
+    transpose: tuple[int, ...] | None = None
 
     @property
     def is_identity(self) -> bool:
-        return self.squeeze is None and not self.diagonals and not self.sum_axes
+        return (self.squeeze is None and not self.diagonals and not self.sum_axes
+                and self.transpose is None)
 
 
 @dataclass(frozen=True)
@@ -212,9 +219,9 @@ class Schedule:
     result, and ``cost_ns`` the modelled time.  ``optimizer`` names what chose ``path``.
     ``blocking`` is set when the call runs in blocks to stay within ``memory_limit`` (elements;
     None: unbounded).  ``layouts[k]`` describes operand ``k`` as the peak counts it (``None``:
-    every operand C-contiguous and of the computation's dtype; else bit `STRIDED`: not
-    C-contiguous, so a BLAS step copies it; bit `CONVERTED`: converted to the computation's
-    dtype, a copy).
+    every operand C-contiguous and of the computation's dtype; else bit `STRIDED`: neither C-
+    nor Fortran-contiguous, so a BLAS step copies it; bit `FORTRAN`: Fortran-ordered, read as
+    its transpose; bit `CONVERTED`: converted to the computation's dtype, a copy).
     """
 
     inputs: tuple[Labels, ...]
@@ -364,7 +371,12 @@ def _einsum_string(inputs: Sequence[Sequence[int]], output: Sequence[int]) -> st
         letters[lab] for lab in output)
 
 
-def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int]) -> Preparation:
+def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int],
+             reverse: bool = False) -> Preparation:
+    transpose = None
+    if reverse and len(shape) > 1:
+        transpose = tuple(reversed(range(len(shape))))
+        labels, shape = labels[::-1], shape[::-1]
     # Size-1 axes carry nothing: they broadcast against a full extent elsewhere, or the label
     # is 1 everywhere and the output gets its 1 back from the final reshape.
     kept = [axis for axis, n in enumerate(shape) if n != 1]
@@ -381,7 +393,7 @@ def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int]) -> Prepar
     sum_axes = tuple(a for a, lab in enumerate(current) if lab not in needed_elsewhere)
     current = [lab for a, lab in enumerate(current) if a not in sum_axes]
     return Preparation(squeeze=squeeze, diagonals=tuple(diagonals), sum_axes=sum_axes,
-                       labels=tuple(current))
+                       labels=tuple(current), transpose=transpose)
 
 
 # ---------------------------------------------------------------------------------- steps
@@ -509,7 +521,7 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
 
 
 def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
-                  final_order: Labels) -> list[Preparation]:
+                  final_order: Labels, layouts: tuple[int, ...] | None = None) -> list[Preparation]:
     # Labels of extent 1 everywhere are dropped from the whole computation; the final reshape
     # puts their 1s back into the output.
     surviving = [tuple(lab for lab, n in zip(t, s) if n != 1) for t, s in zip(inputs, shapes)]
@@ -519,7 +531,8 @@ def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
         for other, term in enumerate(surviving):
             if other != k:
                 elsewhere.update(term)
-        preps.append(_prepare(labels, shape, elsewhere))
+        preps.append(_prepare(labels, shape, elsewhere,
+                              reverse=bool(layouts is not None and layouts[k] & FORTRAN)))
     return preps
 
 
@@ -553,10 +566,13 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
     return steps
 
 
-#: Bits of `Schedule.layouts`: the operand is not C-contiguous (a BLAS step that needs its
-#: matrix contiguous copies it); the operand is converted to the computation's dtype (a copy).
+#: Bits of `Schedule.layouts`: the operand is not C-contiguous (nor Fortran-ordered: a BLAS
+#: step that needs its matrix contiguous copies it); the operand is converted to the
+#: computation's dtype (a copy).
 STRIDED = 1
 CONVERTED = 2
+#: Bit of `Schedule.layouts`: the operand is Fortran-ordered (read as its transpose, a C array).
+FORTRAN = 4
 
 Token = tuple[str, int]
 
@@ -593,6 +609,8 @@ def _operand_token(schedule: Schedule, k: int, ext: dict[int, int], sliced: bool
         # A block of a C array is C-contiguous when every axis before its last cut one has
         # length 1 in the block (a cut of the leading axes); a converted copy is compact.
         shape = full_shape or schedule.shapes[k]
+        if flags & FORTRAN:   # read through its transpose: the same rule, axes reversed
+            block, shape = block[::-1], tuple(shape[::-1])
         cut = [a for a, (b, n) in enumerate(zip(block, shape)) if b != n]
         sliced = bool(cut) and any(block[a] != 1 for a in range(cut[-1]))
     strided = bool(flags & STRIDED) or bool(prep.diagonals) or (sliced and not flags & CONVERTED)
@@ -800,7 +818,9 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
                                _optimizer_name(optimize)),
                        memory_limit=_resolve_limit(memory_limit, shapes, output_shape))
     final_order = tuple(lab for lab in output if extents[lab] != 1)
-    preps = _preparations(inputs, shapes, final_order)
+    if layouts is not None and not any(layouts):
+        layouts = None
+    preps = _preparations(inputs, shapes, final_order, layouts)
     terms = [p.labels for p in preps]
     if optimize in ("auto", "direct"):
         # Price every candidate order with the time model (FLOP-optimal ones included) and
@@ -811,8 +831,6 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     else:
         paths = [_find_path(optimize, terms, final_order, extents)]
         name = _optimizer_name(optimize)
-    if layouts is not None and not any(layouts):
-        layouts = None
     memo: dict[Any, Step] = {}
     options = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
                          use_einsum, preps, layouts, cost_model, memo) for path in paths]
@@ -1167,6 +1185,8 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
         if prep.is_identity:
             continue
         parts = []
+        if prep.transpose is not None:
+            parts.append("read as its transpose (Fortran order)")
         if prep.squeeze is not None:
             parts.append(f"drop size-1 axes -> {prep.squeeze}")
         parts += [f"diagonal of axes {a},{b}" for a, b in prep.diagonals]

@@ -114,6 +114,8 @@ def _sum(total: Callable[..., Any], axes: tuple[int, ...], x: Any) -> Any:
 
 def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
     fns: list[Fn] = []
+    if prep.transpose is not None:
+        fns.append(functools.partial(_permute, ops.permute, prep.transpose))
     if prep.squeeze is not None:
         fns.append(functools.partial(_reshape, ops.reshape, prep.squeeze))
     for a, b in prep.diagonals:
