@@ -6,7 +6,8 @@
 Prints the fitted values of NS_PER_MATMUL_CALL, NS_PER_MAC, NS_PER_MATRIX_ELEMENT,
 NS_PER_COPIED_ELEMENT and NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT, the fit's median error, and
 the same error for the constants currently in the source; it edits nothing (paste the printed
-lines into contractions/matmul_model.py by hand if you decide to adopt them).
+lines into contractions/matmul_model.py by hand if you decide to adopt them: `NUMPY_MODEL`, the
+schedule's default `CostModel`, reads those constants).
 
 What is timed, as in the comment above the constants:
 - stacks of ``calls`` products (m x k) @ (k x n), ``np.matmul`` on C-contiguous stacks returning

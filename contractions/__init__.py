@@ -24,6 +24,7 @@ from .api import (
 from .errors import (
     ContractionError,
     InconsistentError,
+    MemoryLimitError,
     OperandCountError,
     OptionError,
     PathError,
@@ -66,6 +67,7 @@ __all__ = [
     "PathError",
     "SizeMismatchError",
     "SupplementError",
+    "MemoryLimitError",
     "OptionError",
     "__version__",
 ]

@@ -40,7 +40,7 @@ from .errors import ContractionError, OperandCountError, OptionError, SizeMismat
 from .expand import ellipsis_ranks, expand
 from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import Schedule, _checked_path, make_schedule, normalise_optimize
+from .schedule import CONVERTED, FORTRAN, STRIDED, Schedule, _checked_path, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ __all__ = ["ContractExpression", "contract", "contract_expression", "contract_pa
            "expand_subscripts"]
 
 _ndarray = np.ndarray
+_NUMPY = backend_named("numpy")
+_DEFAULT_OPTIONS = BackendOptions()
 
 
 # ------------------------------------------------------------------------------ operands
@@ -104,52 +106,100 @@ def _short_repr(op: Any) -> str:
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
-             limit: Any = "default") -> tuple[Plan, Schedule]:
+             limit: Any = "default", layouts: tuple[int, ...] | None = None,
+             use_einsum: bool = True) -> tuple[Plan, Schedule]:
     plan = make_plan(subscripts, shapes, supplements)
-    return plan, make_schedule(plan, optimize, memory_limit=limit)
+    return plan, make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=limit,
+                               layouts=layouts)
 
 
 def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
-             options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+             options: BackendOptions, limit: Any = "default",
+             layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
     module = load(backend)
-    if _framework_path(module, optimize):
+    if _framework_path(backend, optimize):
         # The framework picks the path itself (JAX: jnp.einsum's own 'auto', which XLA runs
         # fastest); no schedule is built, so a new shape costs only parse/solve/expand/plan.
         return module.compile(make_plan(subscripts, shapes, supplements), None, options)
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit)
-    return module.compile(plan, schedule, options)
+    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
+                              backend.uses_einsum)
+    run = module.compile(plan, schedule, options)
+    if layouts is None and backend is _NUMPY and _copies_could_break(schedule):
+        return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
+    return run
 
 
-def _framework_path(module: Any, optimize: Any) -> bool:
+def _framework_path(backend: Backend, optimize: Any) -> bool:
     """Does this backend take the default ``optimize`` as "let the framework choose"?"""
-    return (getattr(module, "PLANS_OWN_PATH", False) and isinstance(optimize, str)
-            and optimize == "auto")
+    return backend.plans_own_path and isinstance(optimize, str) and optimize == "auto"
 
 
 _compiled = functools.lru_cache(maxsize=PLAN_CACHE_SIZE)(_compile)
 
 
+def _copies_could_break(schedule: Schedule) -> bool:
+    """Could copies of strided or converted operands (which a schedule planned for
+    C-contiguous operands of one dtype does not count) take a call past its limit?"""
+    if schedule.memory_limit is None or schedule.strategy != "pairwise":
+        return False
+    operands = sum(math.prod(s) for s in schedule.shapes)
+    return schedule.peak_extra + operands > schedule.memory_limit
+
+
+def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,
+             shapes: tuple[tuple[int, ...], ...], supplements: tuple[tuple[str, int], ...],
+             optimize: Any, options: BackendOptions, limit: Any) -> Callable[..., Any]:
+    """``run`` for C-contiguous operands of one dtype; any other operands are re-planned with
+    their layouts (so the copies they need are counted, and blocked if need be)."""
+    target = options.preferred_element_type
+
+    def guarded(*arrays: Any) -> Any:
+        dtype = arrays[0].dtype if target is None else target
+        for a in arrays:
+            if a.dtype != dtype or not a.flags.c_contiguous:
+                layouts = _layouts_of(arrays, options)
+                return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
+                               layouts)(*arrays)
+        return run(*arrays)
+
+    return guarded
+
+
+def _layouts_of(arrays: Sequence[Any], options: BackendOptions) -> tuple[int, ...] | None:
+    """`Schedule.layouts` for numpy operands: which are strided, which are converted."""
+    if not arrays or not all(type(a) is _ndarray for a in arrays):
+        return None
+    target = options.preferred_element_type
+    dtype = np.dtype(target) if target is not None else np.result_type(*arrays)
+    codes = tuple((0 if a.flags.c_contiguous else FORTRAN if a.flags.f_contiguous else STRIDED)
+                  | (CONVERTED if a.dtype != dtype else 0) for a in arrays)
+    return codes if any(codes) else None
+
+
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
             supplements: tuple[tuple[str, int], ...], optimize: Any,
-            options: BackendOptions, limit: Any = "default") -> Callable[..., Any]:
+            options: BackendOptions, limit: Any = "default",
+            layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
     limit = _backend_limit(backend, limit)
+    if backend is not _NUMPY:
+        layouts = None
     try:
-        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit)
+        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit)
+    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
 
 
 def _backend_limit(backend: Backend, limit: Any) -> Any:
-    """The memory limit a backend's schedule honours.  JAX never blocks (XLA plans its own
-    buffers; only the path is taken); every other backend but numpy blocks only when asked
-    (torch: an unbounded call is one einsum or a few kernels, which torch.compile and
-    torch.vmap see whole; dask bounds each of its blocks itself), so for them ``'default'``
-    is unbounded."""
-    if backend.name == "jax" or (limit == "default" and backend.name != "numpy"):
+    """The memory limit a backend's schedule honours, from its declared capabilities: none
+    where the framework plans its own buffers (JAX); ``'default'`` only where the backend
+    blocks by default (numpy), else only an explicit limit (torch: an unbounded call is one
+    einsum or a few kernels, which torch.compile and torch.vmap see whole; dask bounds each of
+    its blocks itself)."""
+    if not backend.honours_memory_limit or (limit == "default" and not backend.blocks_by_default):
         return None
     return limit
 
@@ -208,8 +258,6 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
 # the GIL, so concurrent callers at worst re-plan through the lru-cached `_compiled`).
 _HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
 HOT_CACHE_SIZE = PLAN_CACHE_SIZE
-_NUMPY = backend_named("numpy")
-_DEFAULT_OPTIONS = BackendOptions()
 
 
 # ------------------------------------------------------------------------------ contract
@@ -344,8 +392,7 @@ def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: 
     """``contract`` with np.einsum's ``order=``/``casting=``/``dtype=`` rules and
     opt_einsum's ``backend=``: checked before any arithmetic, then the general route."""
     _check_subscripts(subscripts)
-    arrays = [op if hasattr(op, "dtype") else np.asarray(op) for op in operands
-              if not isinstance(op, _REFUSED) and op is not None]
+    arrays = _as_operands(operands, backend_for(operands))  # bad operands: documented errors
     check_numpy_options(subscripts, arrays, dtype, casting, order)
     name = backend_name(backend)
     if name is not None and name != backend_for(operands).name:
@@ -381,6 +428,8 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
     run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
+    # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
+    # the operands and re-plans for theirs: see `_guarded`)
     if len(_HOT) >= HOT_CACHE_SIZE:
         _HOT.clear()
     _HOT[key] = run
@@ -422,14 +471,16 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     shapes = _shapes_of(arrays)
     optimize = _checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
-    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit)
+    layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
+    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
     if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
         if len(_FOREIGN_HOT) >= HOT_CACHE_SIZE:
             _FOREIGN_HOT.clear()
         _FOREIGN_HOT[hot_key] = run
     if out is None:
         return run(*arrays)
-    plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit))
+    plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
+                       layouts)
     _check_out(out, backend, plan, arrays, options)
     np.copyto(out, run(*arrays), casting="safe")
     return out
@@ -841,10 +892,13 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
         limit = _backend_limit(chosen, normalise_memory_limit(
             memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
-        if _framework_path(load(chosen), opt):
+        if _framework_path(chosen, opt):
             plan, schedule = make_plan(subscripts, shapes, supplements), None
         else:
-            plan, schedule = _planned(subscripts, shapes, supplements, opt, limit)
+            layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
+                       if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
+            plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
+                                      chosen.uses_einsum)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")

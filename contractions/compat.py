@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ContractionError
+from .errors import ContractionError, OptionError
 
 __all__ = [
     "from_sublists",
@@ -108,9 +108,9 @@ def check_numpy_options(subscripts: str, arrays: Sequence[Any], dtype: Any, cast
         if not isinstance(value, str):
             raise TypeError(f"{name} must be str, not {type(value).__name__}")
     if order.upper() not in ORDERS:
-        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        raise OptionError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     if casting not in CASTING_RULES:
-        raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe' "
+        raise OptionError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe' "
                          f"(got {casting!r})")
     if dtype is None and casting in ("safe", "same_kind", "unsafe"):
         return  # promotion to the common type is always safe

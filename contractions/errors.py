@@ -19,6 +19,7 @@ __all__ = [
     "OperandCountError",
     "SizeMismatchError",
     "SupplementError",
+    "MemoryLimitError",
     "OptionError",
     "PathError",
     "caret_line",
@@ -58,6 +59,18 @@ class SupplementError(ContractionError, TypeError):
     It is both a `ContractionError` and a `TypeError` (keyword misuse), so either
     ``except`` clause catches it.
     """
+
+
+class MemoryLimitError(ContractionError):
+    """A ``memory_limit`` the schedule cannot keep (not even within the most blocks it allows).
+
+    ``smallest_limit`` is the smallest limit, in elements, that the schedule can keep for
+    this call (None when no blocking helps), which the message also names.
+    """
+
+    def __init__(self, message: str, smallest_limit: int | None = None) -> None:
+        super().__init__(message)
+        self.smallest_limit = smallest_limit
 
 
 class OptionError(ContractionError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import InconsistentError, SupplementError, quoted
@@ -237,17 +237,3 @@ def expansion(subscripts: str, lengths: Mapping[str, int]) -> Expansion:
         values.append(int(n))
     return expand(parsed, tuple(values))
 
-
-def shape_ndims(shapes_or_ndims: Sequence[object]) -> tuple[int, ...]:
-    """ndims from a mix of ints (ndims), shape tuples and array-likes with ``.ndim``/``.shape``."""
-    out = []
-    for item in shapes_or_ndims:
-        if isinstance(item, bool):
-            raise TypeError("an ndim must be an int, not bool")
-        if isinstance(item, int):
-            out.append(item)
-        elif hasattr(item, "shape"):
-            out.append(len(item.shape))  # type: ignore[arg-type]
-        else:
-            out.append(len(tuple(item)))  # type: ignore[arg-type]
-    return tuple(out)

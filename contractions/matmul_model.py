@@ -13,8 +13,11 @@ only read the layout it chose.
 >>> layout.left.copy, layout.right.copy, layout.left.free, layout.right.free
 (False, False, (0,), (2,))
 
-The fitted constants (``NS_PER_*``) are tunables: on a machine whose BLAS behaves differently
-they can be re-measured and set here; nothing else encodes machine speed.
+The fitted constants (``NS_PER_*``, ``DIRECT_*``, the per-block overheads) are tunables: on a
+machine whose BLAS behaves differently they can be re-measured (``bench/refit_model.py``,
+``bench/direct_threshold.py``) and set here; nothing else encodes machine speed.  The schedule
+reads them through a `CostModel` (`NUMPY_MODEL` by default): another backend's speed is
+another implementation of that protocol, passed as ``make_schedule(..., cost_model=...)``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 __all__ = [
+    "CostModel",
+    "NUMPY_MODEL",
+    "NumpyCostModel",
+    "DIRECT_FEW_LABELS",
+    "DIRECT_MAX_NAIVE_COST",
+    "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
+    "EINSUM_VECTOR_STEP_MAX_MACS",
+    "NS_PER_EINSUM_MAC",
+    "NS_PER_BLOCK",
+    "NS_PER_BLOCK_STEP",
     "MatmulFactor",
     "MatmulLayout",
     "best_matmul_layout",
@@ -148,6 +162,31 @@ NS_PER_FRESH_ELEMENT = 0.9
 FRESH_BUFFER_ELEMENTS = 16384
 
 
+# The direct strategy runs numpy's einsum as ONE nested loop over every distinct label, so its
+# cost is ~ (product of all label extents) x a few ns plus a per-call setup that grows with the
+# number of labels; the pairwise strategy pays ~1-2 us of Python per step but only the pairwise
+# flops.  Chosen by measurement (bench/direct_threshold.py; its docstring has the numbers): on
+# every multi-operand string of the repo's vocabulary, extents grown from 2 until the single
+# call clearly loses, both strategies timed at each of ~1350 points.  "direct iff naive count
+# <= T" costs, in total over all points, 1.062x the per-point best at T=1024; letting T depend
+# on the number of labels -- 4096 up to 7 labels, 512 beyond (einsum's setup is ~1.2 us at 6
+# labels, ~2.5-5 us at 8-9) -- brings it to 1.051x.
+DIRECT_MAX_NAIVE_COST = 4096
+DIRECT_MAX_NAIVE_COST_MANY_LABELS = 512
+DIRECT_FEW_LABELS = 7
+# A vector-like step (one side has no free axis) whose per-batch matrix is at most this many
+# multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
+# (measured: (1e4 x 4x16) @ (1e4 x 16) 0.32 ms einsum vs 0.50 ms matmul; 32x32 is a tie).
+EINSUM_VECTOR_STEP_MAX_MACS = 256
+# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above).
+NS_PER_EINSUM_MAC = 0.5
+# Python work per block of a blocked schedule: slicing the operands, one call per step inside
+# the loop, the write into the result (measured: ~9 us for a block of two tiny steps, ~14 us
+# with the machine loaded).
+NS_PER_BLOCK = 4000.0
+NS_PER_BLOCK_STEP = 2500.0
+
+
 def fresh_buffer_ns(elements: int) -> float:
     """Modelled page-fault cost of allocating a result of ``elements`` elements."""
     return NS_PER_FRESH_ELEMENT * elements if elements > FRESH_BUFFER_ELEMENTS else 0.0
@@ -167,6 +206,7 @@ def best_matmul_layout(
     contract: set[int],
     extents: dict[int, int],
     final_order: Labels | None,
+    model: CostModel | None = None,
 ) -> MatmulLayout:
     """Choose operand roles, group orders and per-operand presentations for the fastest matmul.
 
@@ -175,6 +215,7 @@ def best_matmul_layout(
     than columns (OpenBLAS is faster that way round for thin inner dimensions: (576x24)@(24x832)
     330 us vs 246 us for the transposed product).
     """
+    model = NUMPY_MODEL if model is None else model
     best: MatmulLayout | None = None
     size_x, size_y = size_of(lx, extents), size_of(ly, extents)
     nb = size_of(tuple(batch), extents)
@@ -183,19 +224,23 @@ def best_matmul_layout(
         free_p = tuple(label for label in lp if label not in batch and label not in contract)
         free_q = tuple(label for label in lq if label not in batch and label not in contract)
         nk = size_of(tuple(contract), extents)
-        for batch_source in (lp, lq):
-            b = tuple(label for label in batch_source if label in batch)
-            for contract_source in (lp, lq):
-                c = tuple(label for label in contract_source if label in contract)
-                for p_copied, p in _presentations(lp, free_p, c, True, size_p):
-                    for q_copied, q in _presentations(lq, free_q, c, False, size_q):
+        # Both operands may give the same batch or contract order: price each distinct one once
+        # (the first of equal costs wins, so skipping repeats changes nothing).
+        orders_b = dict.fromkeys(tuple(label for label in source if label in batch) for source in (lp, lq))
+        orders_c = dict.fromkeys(tuple(label for label in source if label in contract) for source in (lp, lq))
+        shown = {c: (_presentations(lp, free_p, c, True, size_p), _presentations(lq, free_q, c, False, size_q))
+                 for c in orders_c}
+        for b in orders_b:
+            for c in orders_c:
+                for p_copied, p in shown[c][0]:
+                    for q_copied, q in shown[c][1]:
                         calls = nb * size_of(p.spread, extents) * size_of(q.spread, extents)
                         rows, cols = size_of(p.free, extents), size_of(q.free, extents)
-                        cost = NS_PER_COPIED_ELEMENT * (p_copied + q_copied) + matmul_ns(
+                        cost = model.copy_ns(int(p_copied + q_copied)) + model.matmul_ns(
                             calls, rows, nk, cols
                         )
                         if q.transposed and calls > 1:
-                            cost += NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT * calls * rows * cols
+                            cost += model.batched_right_transpose_ns(calls, rows, cols)
                         result = b + p.spread + q.spread + p.free + q.free
                         if final_order is not None and result != final_order:
                             cost *= 1.0 + 1e-6  # tie-break: a strided result view is fine
@@ -207,3 +252,98 @@ def best_matmul_layout(
     return best
 
 
+
+
+class CostModel(Protocol):
+    """What the schedule asks a backend's time model (nanoseconds; elements, not bytes).
+
+    Implementations must be hashable (the schedule caches on them) and pure.
+    """
+
+    def __hash__(self) -> int:
+        """Schedules are cached per cost model."""
+
+    def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
+        """``calls`` stacked ``(m x k) @ (k x n)`` products."""
+
+    def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
+        """Extra time of a stack whose right factor is column-major (``calls > 1``)."""
+
+    def copy_ns(self, elements: int) -> float:
+        """Gathering ``elements`` into a new layout (a strided copy into a fresh buffer)."""
+
+    def fresh_buffer_ns(self, elements: int) -> float:
+        """First-touch cost of a fresh result of ``elements``."""
+
+    def multiply_ns(self, elements: int) -> float:
+        """A broadcast elementwise product writing ``elements``."""
+
+    def einsum_ns(self, macs: int) -> float:
+        """One einsum loop over ``macs`` multiply-adds (a small vector-like step)."""
+
+    def einsum_step_max_macs(self) -> int:
+        """Largest per-batch vector-like product worth one einsum loop rather than BLAS."""
+
+    def block_ns(self, steps: int) -> float:
+        """Python overhead of one block running ``steps`` steps."""
+
+    def direct_max_naive_cost(self, labels: int) -> int:
+        """Largest naive loop count for which one einsum call beats a pairwise run."""
+
+
+@dataclass(frozen=True)
+class NumpyCostModel:
+    """The numpy/OpenBLAS model, fitted on the development machine (the constants above;
+    ``bench/refit_model.py`` re-fits them).
+
+    >>> NUMPY_MODEL.matmul_ns(1, 64, 64, 64) == matmul_ns(1, 64, 64, 64)
+    True
+    """
+
+    ns_per_matmul_call: float = NS_PER_MATMUL_CALL
+    ns_per_mac: float = NS_PER_MAC
+    ns_per_matrix_element: float = NS_PER_MATRIX_ELEMENT
+    ns_per_copied_element: float = NS_PER_COPIED_ELEMENT
+    ns_per_batched_right_transpose_element: float = NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT
+    ns_per_fresh_element: float = NS_PER_FRESH_ELEMENT
+    fresh_buffer_elements: int = FRESH_BUFFER_ELEMENTS
+    ns_per_einsum_mac: float = NS_PER_EINSUM_MAC
+    einsum_vector_step_max_macs: int = EINSUM_VECTOR_STEP_MAX_MACS
+    ns_per_block: float = NS_PER_BLOCK
+    ns_per_block_step: float = NS_PER_BLOCK_STEP
+    direct_max_naive: int = DIRECT_MAX_NAIVE_COST
+    direct_max_naive_many_labels: int = DIRECT_MAX_NAIVE_COST_MANY_LABELS
+    direct_few_labels: int = DIRECT_FEW_LABELS
+
+    def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
+        return calls * (self.ns_per_matmul_call + self.ns_per_mac * m * k * n
+                        + self.ns_per_matrix_element * (m * k + k * n + m * n))
+
+    def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
+        return self.ns_per_batched_right_transpose_element * calls * m * n
+
+    def copy_ns(self, elements: int) -> float:
+        return self.ns_per_copied_element * elements
+
+    def fresh_buffer_ns(self, elements: int) -> float:
+        return self.ns_per_fresh_element * elements if elements > self.fresh_buffer_elements else 0.0
+
+    def multiply_ns(self, elements: int) -> float:
+        return self.ns_per_copied_element * elements
+
+    def einsum_ns(self, macs: int) -> float:
+        return self.ns_per_einsum_mac * macs
+
+    def einsum_step_max_macs(self) -> int:
+        return self.einsum_vector_step_max_macs
+
+    def block_ns(self, steps: int) -> float:
+        return self.ns_per_block + self.ns_per_block_step * steps
+
+    def direct_max_naive_cost(self, labels: int) -> int:
+        return (self.direct_max_naive if labels <= self.direct_few_labels
+                else self.direct_max_naive_many_labels)
+
+
+#: The default cost model: numpy on OpenBLAS, as fitted here.
+NUMPY_MODEL = NumpyCostModel()

@@ -33,19 +33,36 @@ from typing import Any
 from opt_einsum import paths as _opt_paths
 from opt_einsum.helpers import flop_count as _flop_count
 
-from .errors import ContractionError, PathError
+from .errors import ContractionError, MemoryLimitError, PathError
 from .expand import symbol_past_letters
 from .matmul_model import (
-    NS_PER_COPIED_ELEMENT,
+    DIRECT_FEW_LABELS,
+    DIRECT_MAX_NAIVE_COST,
+    DIRECT_MAX_NAIVE_COST_MANY_LABELS,
+    EINSUM_VECTOR_STEP_MAX_MACS,
+    NS_PER_BLOCK,
+    NS_PER_BLOCK_STEP,
+    NS_PER_EINSUM_MAC,
+    NUMPY_MODEL,
+    CostModel,
     MatmulLayout,
     best_matmul_layout,
-    fresh_buffer_ns,
     size_of,
 )
 from .plan import PLAN_CACHE_SIZE, Plan
 
 __all__ = [
+    "CONVERTED",
+    "FORTRAN",
+    "MAX_BLOCKS",
+    "NUMPY_MODEL",
+    "STRIDED",
+    "CostModel",
     "DIRECT_FEW_LABELS",
+    "EINSUM_VECTOR_STEP_MAX_MACS",
+    "NS_PER_BLOCK",
+    "NS_PER_BLOCK_STEP",
+    "NS_PER_EINSUM_MAC",
     "DIRECT_MAX_NAIVE_COST",
     "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
     "DIRECT_MAX_OPERANDS",
@@ -66,27 +83,8 @@ Shape = tuple[int, ...]
 #: The letters one einsum call may use (numpy's and torch's einsum know exactly these 52).
 EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-# The direct strategy runs numpy's einsum as ONE nested loop over every distinct label, so its
-# cost is ~ (product of all label extents) x a few ns plus a per-call setup that grows with the
-# number of labels; the pairwise strategy pays ~1-2 us of Python per step but only the pairwise
-# flops.  Chosen by measurement (bench/direct_threshold.py; its docstring has the numbers): on
-# every multi-operand string of the repo's vocabulary, extents grown from 2 until the single
-# call clearly loses, both strategies timed at each of ~1350 points.  "direct iff naive count
-# <= T" costs, in total over all points, 1.062x the per-point best at T=1024; letting T depend
-# on the number of labels -- 4096 up to 7 labels, 512 beyond (einsum's setup is ~1.2 us at 6
-# labels, ~2.5-5 us at 8-9) -- brings it to 1.051x.
-DIRECT_MAX_NAIVE_COST = 4096
-DIRECT_MAX_NAIVE_COST_MANY_LABELS = 512
-DIRECT_FEW_LABELS = 7
 # numpy's C einsum takes fewer than 64 operands (32 before numpy 2): more always run pairwise.
 DIRECT_MAX_OPERANDS = 31
-
-# A vector-like step (one side has no free axis) whose per-batch matrix is at most this many
-# multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
-# (measured: (1e4 x 4x16) @ (1e4 x 16) 0.32 ms einsum vs 0.50 ms matmul; 32x32 is a tie).
-EINSUM_VECTOR_STEP_MAX_MACS = 256
-# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above).
-NS_PER_EINSUM_MAC = 0.5
 
 
 # ------------------------------------------------------------------------------ the data
@@ -111,19 +109,23 @@ class View:
 class Preparation:
     """How one operand reaches unique, non-trivial labels before any pairing.
 
-    ``squeeze`` reshapes away size-1 axes (a view); each of ``diagonals`` takes the diagonal
-    of two axes (appended last, as ``numpy.diagonal`` does); ``sum_axes`` are summed (labels
-    no other operand and not the output needs).  ``labels`` are the operand's labels after.
+    ``transpose`` (first) permutes the axes: a Fortran-ordered operand is read as its
+    reversed-axes transpose, which is C-ordered (a view).  ``squeeze`` reshapes away size-1
+    axes (a view); each of ``diagonals`` takes the diagonal of two axes (appended last, as
+    ``numpy.diagonal`` does); ``sum_axes`` are summed (labels no other operand and not the
+    output needs).  ``labels`` are the operand's labels after.
     """
 
     squeeze: Shape | None
     diagonals: tuple[tuple[int, int], ...]
     sum_axes: tuple[int, ...]
     labels: Labels
+    transpose: tuple[int, ...] | None = None
 
     @property
     def is_identity(self) -> bool:
-        return self.squeeze is None and not self.diagonals and not self.sum_axes
+        return (self.squeeze is None and not self.diagonals and not self.sum_axes
+                and self.transpose is None)
 
 
 @dataclass(frozen=True)
@@ -178,13 +180,18 @@ class Finish:
 
 @dataclass(frozen=True)
 class Blocking:
-    """The contraction run block by block, so that no buffer exceeds the memory limit.
+    """The steps whose buffers would break the memory limit, run block by block.
 
     Each label in ``labels`` is cut into chunks of ``chunks`` (``counts`` of them, the last
-    possibly shorter).  A block slices every operand along ``operand_axes[k]`` (per sliced
-    label, the axes of operand ``k`` carrying it; broadcast size-1 axes are not sliced), runs
-    the schedule in ``inner`` for its chunk sizes, and writes its result into the output at
-    ``output_axes`` (or, for a label summed over, adds it: ``accumulate``).
+    possibly shorter).  ``sliced[k]`` says whether operand ``k`` carries a cut label (a
+    broadcast size-1 axis does not count); the others are prepared once.  The steps numbered
+    in ``hoisted`` (positions in ``Schedule.steps``) depend on no sliced operand: they run
+    once, before the loop, on the whole operands, and their results are shared by every
+    block (a hoisted prologue).  Every other step is inside the loop: a block slices the
+    sliced operands along ``operand_axes[k]`` (per cut label, the axes of operand ``k``
+    carrying it), runs those steps of the schedule in ``inner`` for its chunk sizes, and
+    writes its result into the output at ``output_axes`` (or, for a label summed over,
+    adds it: ``accumulate``).
     """
 
     labels: Labels
@@ -194,6 +201,8 @@ class Blocking:
     operand_axes: tuple[tuple[tuple[int, ...], ...], ...]
     output_axes: tuple[tuple[int, ...], ...]
     inner: tuple[tuple[tuple[int, ...], Schedule], ...]
+    hoisted: tuple[int, ...] = ()
+    sliced: tuple[bool, ...] = ()
 
     @property
     def n_blocks(self) -> int:
@@ -209,7 +218,10 @@ class Schedule:
     one einsum loop, ``peak_extra`` the most elements alive at once beyond the operands and the
     result, and ``cost_ns`` the modelled time.  ``optimizer`` names what chose ``path``.
     ``blocking`` is set when the call runs in blocks to stay within ``memory_limit`` (elements;
-    None: unbounded).
+    None: unbounded).  ``layouts[k]`` describes operand ``k`` as the peak counts it (``None``:
+    every operand C-contiguous and of the computation's dtype; else bit `STRIDED`: neither C-
+    nor Fortran-contiguous, so a BLAS step copies it; bit `FORTRAN`: Fortran-ordered, read as
+    its transpose; bit `CONVERTED`: converted to the computation's dtype, a copy).
     """
 
     inputs: tuple[Labels, ...]
@@ -230,6 +242,7 @@ class Schedule:
     cost_ns: float = 0.0
     memory_limit: int | None = None
     blocking: Blocking | None = None
+    layouts: tuple[int, ...] | None = None
 
 
 # ------------------------------------------------------------------------------ optimize=
@@ -358,7 +371,12 @@ def _einsum_string(inputs: Sequence[Sequence[int]], output: Sequence[int]) -> st
         letters[lab] for lab in output)
 
 
-def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int]) -> Preparation:
+def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int],
+             reverse: bool = False) -> Preparation:
+    transpose = None
+    if reverse and len(shape) > 1:
+        transpose = tuple(reversed(range(len(shape))))
+        labels, shape = labels[::-1], shape[::-1]
     # Size-1 axes carry nothing: they broadcast against a full extent elsewhere, or the label
     # is 1 everywhere and the output gets its 1 back from the final reshape.
     kept = [axis for axis, n in enumerate(shape) if n != 1]
@@ -375,7 +393,7 @@ def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int]) -> Prepar
     sum_axes = tuple(a for a, lab in enumerate(current) if lab not in needed_elsewhere)
     current = [lab for a, lab in enumerate(current) if a not in sum_axes]
     return Preparation(squeeze=squeeze, diagonals=tuple(diagonals), sum_axes=sum_axes,
-                       labels=tuple(current))
+                       labels=tuple(current), transpose=transpose)
 
 
 # ---------------------------------------------------------------------------------- steps
@@ -415,7 +433,8 @@ def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inne
 
 
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
-          extents: dict[int, int], final: Labels | None, use_einsum: bool = True) -> Step:
+          extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
+          model: CostModel = NUMPY_MODEL) -> Step:
     """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
     x_labels, y_labels = lx, ly
     # Labels only one side has and nobody needs later are summed first.
@@ -441,13 +460,13 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
                     result=order, result_shape=shape, kernel="multiply", einsum=None,
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
-                    swap=False, layout=None, cost_ns=NS_PER_COPIED_ELEMENT * math.prod(shape))
+                    swap=False, layout=None, cost_ns=model.multiply_ns(math.prod(shape)))
 
-    layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final)
+    layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
     nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
     needs_copy = layout.left.copy or layout.right.copy
     vector_like = not left or not right
-    small = nl * nc * nr <= EINSUM_VECTOR_STEP_MAX_MACS
+    small = nl * nc * nr <= model.einsum_step_max_macs()
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     if letters_ok and vector_like and (needs_copy or small or (not left and not right)):
         # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
@@ -460,7 +479,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
                     result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
                     y_view=None, swap=False, layout=None,
-                    cost_ns=NS_PER_EINSUM_MAC * macs + fresh_buffer_ns(math.prod(shape)))
+                    cost_ns=model.einsum_ns(macs) + model.fresh_buffer_ns(math.prod(shape)))
 
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
     b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
@@ -475,7 +494,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
     return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
                 kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
-                layout=layout, cost_ns=layout.cost + fresh_buffer_ns(size_of(result, extents)))
+                layout=layout, cost_ns=layout.cost + model.fresh_buffer_ns(size_of(result, extents)))
 
 
 # ------------------------------------------------------------------------------ schedules
@@ -502,7 +521,7 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
 
 
 def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
-                  final_order: Labels) -> list[Preparation]:
+                  final_order: Labels, layouts: tuple[int, ...] | None = None) -> list[Preparation]:
     # Labels of extent 1 everywhere are dropped from the whole computation; the final reshape
     # puts their 1s back into the output.
     surviving = [tuple(lab for lab, n in zip(t, s) if n != 1) for t, s in zip(inputs, shapes)]
@@ -512,12 +531,14 @@ def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
         for other, term in enumerate(surviving):
             if other != k:
                 elsewhere.update(term)
-        preps.append(_prepare(labels, shape, elsewhere))
+        preps.append(_prepare(labels, shape, elsewhere,
+                              reverse=bool(layouts is not None and layouts[k] & FORTRAN)))
     return preps
 
 
 def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
-          extents: dict[int, int], use_einsum: bool) -> list[Step]:
+          extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL,
+          memo: dict[Any, Step] | None = None) -> list[Step]:
     """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
     current = [p.labels for p in preps]
     output_set = set(final_order)
@@ -528,8 +549,16 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
             i, j = positions[0], positions[1]
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
             keep = set(output_set).union(*rest) if rest else set(output_set)
-            step = _step((i, j), current[i], current[j], keep, extents,
-                         final_order if not rest else None, use_einsum)
+            final = final_order if not rest else None
+            # Candidate paths share most of their steps: price each distinct one once.
+            key = (current[i], current[j], frozenset(keep), final)
+            found = memo.get(key) if memo is not None else None
+            if found is None:
+                found = _step((i, j), current[i], current[j], keep, extents, final, use_einsum,
+                              model)
+                if memo is not None:
+                    memo[key] = found
+            step = found if found.operands == (i, j) else replace(found, operands=(i, j))
             steps.append(step)
             current = rest + [step.result]
             positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
@@ -537,52 +566,133 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
     return steps
 
 
-def _peak_extra(schedule: Schedule, inputs_contiguous: bool = True) -> int:
-    """Elements alive at once beyond the operands and the result, at the worst moment.
+#: Bits of `Schedule.layouts`: the operand is not C-contiguous (nor Fortran-ordered: a BLAS
+#: step that needs its matrix contiguous copies it); the operand is converted to the
+#: computation's dtype (a copy).
+STRIDED = 1
+CONVERTED = 2
+#: Bit of `Schedule.layouts`: the operand is Fortran-ordered (read as its transpose, a C array).
+FORTRAN = 4
 
-    Counted: fresh preparation results, intermediates still waiting in the working list, a
-    step's gathered copies and its result (the last step's result is the output itself).
-    ``inputs_contiguous=False`` also counts the copy BLAS needs of a non-contiguous input
-    (a block sliced out of an operand).
+Token = tuple[str, int]
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _step_tokens(n_operands: int, positions: tuple[tuple[int, int], ...]
+                 ) -> tuple[tuple[Token, Token], ...]:
+    """What each step consumes, named independently of list positions: ``('o', k)`` is
+    operand ``k`` (prepared), ``('s', k)`` the result of step ``k``."""
+    work: list[Token] = [("o", k) for k in range(n_operands)]
+    out = []
+    for k, (i, j) in enumerate(positions):
+        y = work.pop(j)
+        x = work.pop(i)
+        out.append((x, y))
+        work.append(("s", k))
+    return tuple(out)
+
+
+def _tokens_of(schedule: Schedule) -> tuple[tuple[Token, Token], ...]:
+    return _step_tokens(len(schedule.inputs), tuple(s.operands for s in schedule.steps))
+
+
+def _operand_token(schedule: Schedule, k: int, ext: dict[int, int], sliced: bool,
+                   full_shape: Shape | None = None) -> tuple[int, int, bool]:
+    """(elements held, transient elements while preparing, maybe not C-contiguous) of the
+    prepared operand ``k`` at extents ``ext``; 0 held when it is a view of the caller's array."""
+    prep, code = schedule.preparations[k], (schedule.layouts or ())[k:k + 1]
+    flags = code[0] if code else 0
+    block = [ext[lab] if n != 1 else 1 for lab, n in zip(schedule.inputs[k], schedule.shapes[k])]
+    raw = math.prod(block)
+    held = transient = raw if flags & CONVERTED else 0
+    if sliced:
+        # A block of a C array is C-contiguous when every axis before its last cut one has
+        # length 1 in the block (a cut of the leading axes); a converted copy is compact.
+        shape = full_shape or schedule.shapes[k]
+        if flags & FORTRAN:   # read through its transpose: the same rule, axes reversed
+            block, shape = block[::-1], tuple(shape[::-1])
+        cut = [a for a, (b, n) in enumerate(zip(block, shape)) if b != n]
+        sliced = bool(cut) and any(block[a] != 1 for a in range(cut[-1]))
+    strided = bool(flags & STRIDED) or bool(prep.diagonals) or (sliced and not flags & CONVERTED)
+    if prep.sum_axes:
+        summed = size_of(prep.labels, ext)
+        transient += summed
+        held, strided = summed, bool(flags & STRIDED)
+    return held, max(transient, held), strided
+
+
+def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
+              steps: Sequence[int], alive: dict[Token, tuple[int, bool]], sliced: Sequence[bool],
+              final_is_extra: bool, full_shapes: tuple[Shape, ...] | None = None) -> int:
+    """Run the buffers of ``operands`` (prepared first, as the executor does) and then of
+    ``steps`` through ``alive`` (token -> (elements held, maybe strided)); the peak elements.
+
+    Counted: converted copies, preparation sums, the copies a step makes (sums of private
+    axes, gathers, contiguous copies of strided inputs), results waiting to be consumed, and
+    the last step's result when it is not the output itself (a block's result, or a result
+    that the final reshape copies).
     """
-    if schedule.strategy == "direct":
-        return 0
-    ext = schedule.extents
-    work = []
-    for prep in schedule.preparations:
-        work.append((size_of(prep.labels, ext) if prep.sum_axes else 0, not prep.sum_axes))
-    peak = sum(n for n, _ in work)
+    held = sum(n for n, _ in alive.values())
+    peak = held
+    for k in operands:
+        n, transient, strided = _operand_token(schedule, k, ext, sliced[k],
+                                               full_shapes[k] if full_shapes else None)
+        peak = max(peak, held + transient)
+        alive[("o", k)] = (n, strided)
+        held += n
+    tokens = _tokens_of(schedule)
     last = len(schedule.steps) - 1
-    for k, step in enumerate(schedule.steps):
-        i, j = step.operands
-        (nx, x_input), (ny, y_input) = work[i], work[j]
-        rest = sum(n for m, (n, _) in enumerate(work) if m not in (i, j))
-        live = rest + nx + ny
+    fin = schedule.finish
+    reshape_copies = fin is not None and fin.permutation is not None and fin.reshape
+    for k in steps:
+        step = schedule.steps[k]
+        tx, ty = tokens[k]
+        (nx, x_strided), (ny, y_strided) = alive.pop(tx), alive.pop(ty)
+        held -= nx + ny
+        live = held + nx + ny
         sx = size_of([lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x], ext)
         sy = size_of([lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y], ext)
         if step.sum_x:
-            live += sx
+            live, x_strided = live + sx, False
         if step.sum_y:
-            live += sy
-        for view, size, from_input in ((step.x_view, sx, x_input), (step.y_view, sy, y_input)):
-            if view is not None and (view.gather or (view.contiguous_first and from_input
-                                                      and not inputs_contiguous)):
+            live, y_strided = live + sy, False
+        for view, size, strided in ((step.x_view, sx, x_strided), (step.y_view, sy, y_strided)):
+            if view is not None and (view.gather or (view.contiguous_first and strided)):
                 live += size
+        result = size_of(step.result, ext)
         if k != last:
-            live += step.result_size
+            live += result
+        else:
+            live += result * (int(final_is_extra) + int(reshape_copies))
         peak = max(peak, live)
-        work = [w for m, w in enumerate(work) if m not in (i, j)] + [(step.result_size, False)]
+        kept = result if k != last else 0
+        alive[("s", k)] = (kept, step.kernel != "matmul")
+        held += kept
+    if not schedule.steps and final_is_extra:
+        peak = max(peak, held + size_of(schedule.output, ext))
     return peak
+
+
+def _peak_extra(schedule: Schedule) -> int:
+    """Elements alive at once beyond the operands and the result, at the worst moment, for
+    the unblocked schedule (`_simulate` says what is counted)."""
+    if schedule.strategy == "direct":
+        return 0
+    n = len(schedule.inputs)
+    return _simulate(schedule, schedule.extents, range(n), range(len(schedule.steps)), {},
+                     (False,) * n, final_is_extra=False)
 
 
 def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
               output_shape: Shape, extents: dict[int, int], path: tuple[tuple[int, ...], ...],
               optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
-              preps: list[Preparation] | None = None) -> Schedule:
+              preps: list[Preparation] | None = None,
+              layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL,
+              memo: dict[Any, Step] | None = None) -> Schedule:
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if preps is None:
         preps = _preparations(inputs, shapes, final_order)
-    steps = _walk(preps, path, final_order, extents, use_einsum)
+    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo)
     labels = steps[-1].result if steps else preps[0].labels
     fresh = bool(steps) or any(p.sum_axes for p in preps)
     finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
@@ -594,7 +704,7 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
         inputs=inputs, output=output, shapes=shapes, output_shape=output_shape, extents=extents,
         strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
         path=path, finish=finish, optimizer=optimizer, flops=flops,
-        naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps))
+        naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps), layouts=layouts)
     return replace(schedule, peak_extra=_peak_extra(schedule))
 
 
@@ -650,7 +760,9 @@ def _all_pairwise_paths(n: int):
 def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
                     optimize: Any = "auto", strategy: str | None = None,
                     use_einsum: bool = True, memory_limit: Any = None,
-                    extents_by_label: tuple[int, ...] | None = None) -> Schedule:
+                    extents_by_label: tuple[int, ...] | None = None,
+                    layouts: tuple[int, ...] | None = None,
+                    cost_model: CostModel = NUMPY_MODEL) -> Schedule:
     """Schedule a contraction given directly as integer labels (cached, pure).
 
     ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
@@ -664,7 +776,9 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     ``'default'`` (the largest operand or the result) or None (unbounded); a call that would
     exceed it takes another order or runs in blocks (`Blocking`).  ``extents_by_label`` is
     the plan's validated extents (label ``k`` has extent ``extents_by_label[k]``); without it
-    they are read off the shapes.
+    they are read off the shapes.  ``layouts`` is `Schedule.layouts` (what the operands
+    will cost to copy: strided, converted), None for C-contiguous operands of one dtype.
+    ``cost_model`` prices every choice (`matmul_model.CostModel`; numpy's by default).
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
@@ -680,8 +794,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     if strategy not in (None, "direct", "pairwise"):
         raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
     if strategy is None:
-        limit = (DIRECT_MAX_NAIVE_COST if len(distinct) <= DIRECT_FEW_LABELS
-                 else DIRECT_MAX_NAIVE_COST_MANY_LABELS)
+        limit = cost_model.direct_max_naive_cost(len(distinct))
         small = math.prod(extents[lab] for lab in distinct) <= limit
         # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
         # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
@@ -705,7 +818,9 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
                                _optimizer_name(optimize)),
                        memory_limit=_resolve_limit(memory_limit, shapes, output_shape))
     final_order = tuple(lab for lab in output if extents[lab] != 1)
-    preps = _preparations(inputs, shapes, final_order)
+    if layouts is not None and not any(layouts):
+        layouts = None
+    preps = _preparations(inputs, shapes, final_order, layouts)
     terms = [p.labels for p in preps]
     if optimize in ("auto", "direct"):
         # Price every candidate order with the time model (FLOP-optimal ones included) and
@@ -716,10 +831,11 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     else:
         paths = [_find_path(optimize, terms, final_order, extents)]
         name = _optimizer_name(optimize)
+    memo: dict[Any, Step] = {}
     options = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                         use_einsum, preps) for path in paths]
+                         use_einsum, preps, layouts, cost_model, memo) for path in paths]
     return _within_limit(options, _resolve_limit(memory_limit, shapes, output_shape), use_einsum,
-                         strict=memory_limit != "default")
+                         strict=memory_limit != "default", model=cost_model)
 
 
 def _resolve_limit(memory_limit: Any, shapes: tuple[Shape, ...], output_shape: Shape) -> int | None:
@@ -744,7 +860,7 @@ BLOCK_HEADROOM = 0.6
 
 
 def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
-                  strict: bool = True) -> Schedule:
+                  strict: bool = True, model: CostModel = NUMPY_MODEL) -> Schedule:
     """The fastest modelled schedule whose buffers stay within ``limit`` (blocked if need be).
 
     Not ``strict`` (the default limit): when nothing fits, the smallest peak found is taken
@@ -758,93 +874,280 @@ def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
     if fitting and fitting[0].cost_ns <= BLOCKING_WORTH * fastest.cost_ns:
         return replace(fitting[0], memory_limit=limit)
     tried = [replace(f, memory_limit=limit) for f in fitting[:1]]
+    smallest = min(o.peak_extra for o in options)
     for option in options[:2]:
-        blocked = _blocked(option, limit, use_einsum)
+        blocked, reached = _blocked(option, limit, use_einsum, model)
+        smallest = min(smallest, reached)
         if blocked is not None:
             tried.append(blocked)
     if not tried and not strict:
         return replace(min(options, key=lambda o: o.peak_extra), memory_limit=limit)
     if not tried:
-        raise ContractionError(
-            f"memory_limit={limit:,} elements cannot be honoured: even the smallest blocks of "
-            f"this contraction need more (its fastest order needs {fastest.peak_extra:,}); raise "
-            "the limit or pass memory_limit=None")
+        works = _limit_for(smallest)
+        raise MemoryLimitError(
+            f"memory_limit={limit:,} elements cannot be honoured: within {MAX_BLOCKS:,} blocks "
+            f"this contraction needs at least {works:,} (its fastest order unblocked needs "
+            f"{fastest.peak_extra:,}); pass memory_limit={works} or more, or memory_limit=None",
+            smallest_limit=works)
     return min(tried, key=lambda o: o.cost_ns)
+
+
+def _limit_for(peak: int) -> int:
+    """The smallest limit whose blocking target (`BLOCK_HEADROOM` of it) admits ``peak``."""
+    works = max(1, math.ceil(peak / BLOCK_HEADROOM))
+    while int(works * BLOCK_HEADROOM) < peak:
+        works += 1
+    return works
 
 
 #: A schedule that fits the limit unblocked is kept unless blocking a faster order models at
 #: least this much faster.
 BLOCKING_WORTH = 1.25
-#: Python work per block: slicing the operands, one call per step, the write into the result
-#: (measured: ~9 us for a block of two tiny steps, ~14 us with the machine loaded).
-NS_PER_BLOCK = 4000.0
-NS_PER_BLOCK_STEP = 2500.0
 
 
-def _blocked(base: Schedule, limit: int, use_einsum: bool) -> Schedule | None:
-    """Cut labels into chunks (halving the most helpful one each round) until every block's
-    peak is within ``limit``; None when even single-element chunks do not fit."""
+#: The most blocks a blocked schedule may have.  A limit that would need more is refused
+#: (`MemoryLimitError`, naming the smallest limit that works) before any arithmetic: past
+#: this, Python overhead per block dominates any call, and planning and compiled programs
+#: would grow with the count.
+MAX_BLOCKS = 10_000
+
+
+def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) -> float:
+    """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged)."""
+    result = size_of(step.result, ext)
+    if step.kernel == "multiply":
+        return model.multiply_ns(result)
+    if step.kernel == "einsum" or step.layout is None:
+        every = set(step.x_labels) | set(step.y_labels)
+        return model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
+    lay = step.layout
+    p, q = lay.left, lay.right
+    calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)
+    rows, cols, nk = size_of(p.free, ext), size_of(q.free, ext), size_of(lay.contract, ext)
+    copied = 0
+    for factor, labels in ((p, step.y_labels if lay.swap else step.x_labels),
+                           (q, step.x_labels if lay.swap else step.y_labels)):
+        if factor.copy:
+            copied += size_of(labels, ext)
+    cost = model.copy_ns(copied) + model.matmul_ns(calls, rows, nk, cols)
+    if q.transposed and calls > 1:
+        cost += model.batched_right_transpose_ns(calls, rows, cols)
+    return cost + model.fresh_buffer_ns(result)
+
+
+def step_tokens(schedule: Schedule) -> tuple[tuple[tuple[str, int], tuple[str, int]], ...]:
+    """What each step of ``schedule`` consumes: ``('o', k)`` operand ``k`` (prepared),
+    ``('s', k)`` the result of step ``k`` (positions in the working list resolved).
+
+    >>> from contractions.plan import make_plan
+    >>> plan = make_plan('ij,jk,kl->il', ((30, 40), (40, 50), (50, 60)), ())
+    >>> step_tokens(make_schedule(plan, [(1, 2), (0, 1)]))
+    ((('o', 1), ('o', 2)), (('o', 0), ('s', 0)))
+    """
+    return _tokens_of(schedule)
+
+
+def _structure(base: Schedule, cut: set[int]) -> tuple[tuple[bool, ...], tuple[int, ...]]:
+    """(which operands carry a cut label, which steps depend on none of them)."""
+    sliced = tuple(any(lab in cut and n != 1 for lab, n in zip(t, s))
+                   for t, s in zip(base.inputs, base.shapes))
+    depends: list[bool] = []
+    for tx, ty in _tokens_of(base):
+        depends.append(any(sliced[k] if kind == "o" else depends[k] for kind, k in (tx, ty)))
+    return sliced, tuple(k for k, dep in enumerate(depends) if not dep)
+
+
+def _loop_peak(prologue: Schedule, body: Schedule, ext_full: dict[int, int],
+               ext_block: dict[int, int], sliced: tuple[bool, ...], hoisted: tuple[int, ...]) -> int:
+    """The peak of a blocked run: the prologue (unsliced operands and hoisted steps, whole),
+    then one block of ``body`` beside the prologue results the loop still needs."""
+    n = len(sliced)
+    alive: dict[Token, tuple[int, bool]] = {}
+    first = _simulate(prologue, ext_full, [k for k in range(n) if not sliced[k]], hoisted, alive,
+                      sliced, final_is_extra=True)
+    loop = [k for k in range(len(body.steps)) if k not in set(hoisted)]
+    block = _simulate(body, ext_block, [k for k in range(n) if sliced[k]], loop, dict(alive), sliced,
+                      final_is_extra=True, full_shapes=prologue.shapes)
+    return max(first, block)
+
+
+def _blocked(base: Schedule, limit: int, use_einsum: bool,
+             model: CostModel = NUMPY_MODEL) -> tuple[Schedule | None, int]:
+    """Cut labels into chunks until every buffer of a blocked run is within ``limit``; only
+    the steps that carry a cut label run per block.  Returns (the schedule or None, the
+    smallest peak reached within `MAX_BLOCKS` blocks).
+
+    Each round halves the chunk of one label, chosen by the time model: the halving that
+    buys the most peak reduction per unit of modelled slowdown (large BLAS shapes and few
+    blocks cost least), labels kept in the output first (no accumulation).
+    """
     inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
-    labels = sorted({lab for term in inputs for lab in term if extents[lab] > 1})
+    labels = sorted({lab for t, s in zip(inputs, shapes) for lab, n in zip(t, s) if n != 1})
     if base.strategy != "pairwise" or not labels:
-        return None
+        return None, base.peak_extra
+    n_steps = len(base.steps)
 
-    def inner(chunks: dict[int, int]) -> Schedule:
-        block_shapes = tuple(tuple(chunks.get(lab, n) if n != 1 else 1 for lab, n in zip(t, s))
-                             for t, s in zip(inputs, shapes))
-        return schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum)
+    def measure(chunks: dict[int, int]) -> tuple[int, float, int]:
+        cut = {lab for lab in labels if chunks[lab] < extents[lab]}
+        sliced, hoisted = _structure(base, cut)
+        ext = {**extents, **chunks}
+        peak = _loop_peak(base, base, ext, ext, sliced, hoisted)
+        n_blocks = math.prod(-(-extents[lab] // chunks[lab]) for lab in cut)
+        loop = [k for k in range(n_steps) if k not in set(hoisted)]
+        tokens = _tokens_of(base)
+        per_block = model.block_ns(len(loop))
+        for k in loop:
+            step = base.steps[k]
+            per_block += _step_cost(step, ext, model)
+            for view, (kind, j) in ((step.x_view, tokens[k][0]), (step.y_view, tokens[k][1])):
+                if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
+                        and _operand_token(base, j, ext, True)[2]):
+                    per_block += model.copy_ns(size_of(inputs[j], ext))
+        cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
+        return peak, cost, n_blocks
 
-    def peak(chunks: dict[int, int]) -> int:
-        block = inner(chunks)
-        return _peak_extra(block, inputs_contiguous=False) + math.prod(block.output_shape)
+    def greedy(by_rate: bool, target: int, start: dict[int, int], kept: frozenset[int] = frozenset()
+               ) -> tuple[bool, dict[int, int], int, float, int]:
+        """(whether the peak reached ``target``, the chunks, the smallest peak seen, the
+        modelled time, the peak) of halving labels one at a time, never past `MAX_BLOCKS`."""
+        chunks = dict(start)
+        peak, cost, _ = measure(chunks)
+        smallest = peak
+        while peak > target:
+            best: tuple[tuple[Any, ...], dict[int, int], int, float] | None = None
+            for lab in labels:
+                if chunks[lab] == 1 or lab in kept:
+                    continue
+                trial = dict(chunks)
+                trial[lab] = -(-chunks[lab] // 2)
+                p, c, n = measure(trial)
+                if n > MAX_BLOCKS:
+                    continue
+                # modelled slowdown per halving of the peak (no reduction ranks last), or
+                # simply the lowest peak; then labels kept in the output, the longest chunk
+                rate = math.log(max(c, 1.0) / max(cost, 1.0)) / math.log(peak / p) if p < peak else math.inf
+                key = ((p >= peak, rate) if by_rate else (p, c)) + (lab not in output, -chunks[lab], lab)
+                if best is None or key < best[0]:
+                    best = (key, trial, p, c)
+            if best is None:
+                return False, chunks, smallest, cost, peak
+            _, chunks, peak, cost = best
+            smallest = min(smallest, peak)
+        return True, chunks, smallest, cost, peak
 
-    chunks = {lab: extents[lab] for lab in labels}
-    current = peak(chunks)
+    def attempts(target: int) -> tuple[list[tuple[float, dict[int, int], int]], float]:
+        found: list[tuple[float, dict[int, int], int]] = []
+        stuck: list[dict[int, int]] = []
+        smallest = math.inf
+        for by_rate in (True, False):
+            ok, chunks, reached, cost, peak = greedy(by_rate, target, whole)
+            smallest = min(smallest, reached)
+            if ok:
+                found.append((cost, chunks, peak))
+            else:
+                stuck.append(chunks)
+        if not found:
+            # Both ran out of blocks: a label cut early (cheap at first) can use up the
+            # budget another label needs later.  Retry with each such label kept whole.
+            for kept in sorted({lab for ch in stuck for lab in labels if ch[lab] < extents[lab]}):
+                for by_rate in (True, False):
+                    ok, chunks, reached, cost, peak = greedy(by_rate, target, whole, frozenset([kept]))
+                    smallest = min(smallest, reached)
+                    if ok:
+                        found.append((cost, chunks, peak))
+        return found, smallest
+
     target = max(1, int(limit * BLOCK_HEADROOM))
-    while current > target:
-        best: tuple[tuple[int, bool, int], dict[int, int]] | None = None
-        for lab in labels:
-            if chunks[lab] == 1:
-                continue
-            trial = dict(chunks)
-            trial[lab] = -(-chunks[lab] // 2)
-            # lowest peak first; then labels kept in the output (no accumulation); then the
-            # longest chunk (fewer, larger blocks keep BLAS efficient)
-            key = (peak(trial), lab not in output, -chunks[lab])
-            if best is None or key < best[0]:
-                best = (key, trial)
-        if best is None:
-            return None
-        chunks, current = best[1], best[0][0]
+    whole = {lab: extents[lab] for lab in labels}
+    smallest = math.inf
+    while True:
+        found, reached = attempts(target)
+        smallest = min(smallest, reached)
+        if not found:
+            return None, int(smallest)
+        cost, chunks, peak = min(found, key=lambda f: f[0])
+        chunks, peak, cost = _improve(chunks, peak, cost, target, labels, extents, measure)
+        blocked = _assemble(base, chunks, labels, use_einsum, model)
+        if blocked.peak_extra <= limit:
+            return replace(blocked, memory_limit=limit), int(min(smallest, blocked.peak_extra))
+        # the estimate missed (another kernel or layout at block shapes): aim lower
+        target = max(1, min(target - 1, int(target * limit / blocked.peak_extra)))
 
-    sliced = tuple(lab for lab in labels if chunks[lab] < extents[lab])
-    sizes = tuple(chunks[lab] for lab in sliced)
-    counts = tuple(-(-extents[lab] // chunks[lab]) for lab in sliced)
+
+def _improve(chunks: dict[int, int], peak: int, cost: float, target: int, labels: list[int],
+             extents: dict[int, int], measure: Callable[[dict[int, int]], tuple[int, float, int]],
+             rounds: int = 16) -> tuple[dict[int, int], int, float]:
+    """Local search after the greedy halving: move a cut from one label to another (double
+    one chunk, halve another) or undo it, while the peak stays within ``target`` and the
+    modelled time falls (the halving order can cut a label whose steps could have been
+    hoisted)."""
+    for _ in range(rounds):
+        found = None
+        for grow in labels:
+            if chunks[grow] == extents[grow]:
+                continue
+            bigger = min(extents[grow], chunks[grow] * 2)
+            for shrink in [None, *labels]:
+                if shrink == grow or (shrink is not None and chunks[shrink] == 1):
+                    continue
+                trial = dict(chunks)
+                trial[grow] = bigger
+                if shrink is not None:
+                    trial[shrink] = -(-chunks[shrink] // 2)
+                p, c, n = measure(trial)
+                if p <= target and n <= MAX_BLOCKS and c < cost * (1 - 1e-3) and (
+                        found is None or c < found[2]):
+                    found = (trial, p, c)
+        if found is None:
+            break
+        chunks, peak, cost = found
+    return chunks, peak, cost
+
+
+def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_einsum: bool,
+              model: CostModel = NUMPY_MODEL) -> Schedule:
+    """The blocked schedule for these chunk sizes: one inner schedule per kind of block
+    (full chunks, and the shorter last chunk of each cut label), its exact peak and cost."""
+    inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
+    sliced_labels = tuple(lab for lab in labels if chunks[lab] < extents[lab])
+    sizes = tuple(chunks[lab] for lab in sliced_labels)
+    counts = tuple(-(-extents[lab] // chunks[lab]) for lab in sliced_labels)
+    sliced, hoisted = _structure(base, set(sliced_labels))
+    loop = [k for k in range(len(base.steps)) if k not in set(hoisted)]
     variants: list[tuple[tuple[int, ...], Schedule]] = []
-    total = 0.0
+    total = sum(base.steps[k].cost_ns for k in hoisted)
+    peak = 0
     for lengths in itertools.product(*[
-            sorted({c, extents[lab] % c} - {0}, reverse=True) for lab, c in zip(sliced, sizes)]):
-        block = inner(dict(zip(sliced, lengths)))
+            sorted({c, extents[lab] % c} - {0}, reverse=True) for lab, c in zip(sliced_labels, sizes)]):
+        length_of = dict(zip(sliced_labels, lengths))
+        block_shapes = tuple(tuple(length_of.get(lab, n) if n != 1 else 1 for lab, n in zip(t, s))
+                             for t, s in zip(inputs, shapes))
+        block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
+                                layouts=base.layouts, cost_model=model)
         variants.append((lengths, block))
         how_many = math.prod(
-            (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced, sizes, lengths))
-        total += how_many * (block.cost_ns + NS_PER_BLOCK + NS_PER_BLOCK_STEP * len(block.steps))
+            (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
+        total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop))
+        peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
     first = variants[0][1]
     blocking = Blocking(
-        labels=sliced, chunks=sizes, counts=counts, accumulate=any(lab not in output for lab in sliced),
+        labels=sliced_labels, chunks=sizes, counts=counts,
+        accumulate=any(lab not in output for lab in sliced_labels),
         operand_axes=tuple(tuple(tuple(a for a, (l2, n) in enumerate(zip(t, s)) if l2 == lab and n != 1)
-                                 for lab in sliced) for t, s in zip(inputs, shapes)),
-        output_axes=tuple(tuple(a for a, l2 in enumerate(output) if l2 == lab) for lab in sliced),
-        inner=tuple(variants))
+                                 for lab in sliced_labels) for t, s in zip(inputs, shapes)),
+        output_axes=tuple(tuple(a for a, l2 in enumerate(output) if l2 == lab) for lab in sliced_labels),
+        inner=tuple(variants), hoisted=hoisted, sliced=sliced)
     return replace(base, preparations=first.preparations, steps=first.steps, finish=first.finish,
-                   peak_extra=current, cost_ns=total, memory_limit=limit, blocking=blocking)
+                   peak_extra=peak, cost_ns=total, blocking=blocking)
 
 
 def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
-                  memory_limit: Any = None) -> Schedule:
+                  memory_limit: Any = None, layouts: tuple[int, ...] | None = None,
+                  cost_model: CostModel = NUMPY_MODEL) -> Schedule:
     """The schedule for a validated `Plan` (cached per plan and ``optimize``).
 
-    ``use_einsum=False`` avoids einsum entirely (see `schedule_labels`).
+    ``use_einsum=False`` avoids einsum entirely, ``cost_model`` prices the choices (see
+    `schedule_labels`).
 
     >>> from contractions.plan import make_plan
     >>> plan = make_plan('Wa,Wa->W', ((2, 3), (2, 3)), ())
@@ -854,7 +1157,7 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     exp = plan.expansion
     return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize),
                            use_einsum=use_einsum, memory_limit=memory_limit,
-                           extents_by_label=plan.extents)
+                           extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
 
 
 def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:
@@ -870,21 +1173,27 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
         return [f"one einsum {schedule.einsum!r} (small problem: one C loop beats pairwise steps)"]
     lines = []
     blocking = schedule.blocking
+    hoisted = set(blocking.hoisted) if blocking is not None else set()
+    loop_header = None
     if blocking is not None:
         cuts = ", ".join(f"{labels([lab])} in {n} chunks of {c}"
                          for lab, c, n in zip(blocking.labels, blocking.chunks, blocking.counts))
         how = "adding block results" if blocking.accumulate else "each written into its slice"
-        lines.append(f"blocks: {blocking.n_blocks} ({cuts}; {how}); each block runs:")
+        loop_header = f"blocks: {blocking.n_blocks} ({cuts}; {how}); each block runs:"
+    prep_lines = []
     for k, prep in enumerate(schedule.preparations):
         if prep.is_identity:
             continue
         parts = []
+        if prep.transpose is not None:
+            parts.append("read as its transpose (Fortran order)")
         if prep.squeeze is not None:
             parts.append(f"drop size-1 axes -> {prep.squeeze}")
         parts += [f"diagonal of axes {a},{b}" for a, b in prep.diagonals]
         if prep.sum_axes:
             parts.append(f"sum axes {list(prep.sum_axes)}")
-        lines.append(f"prepare operand {k}: " + "; ".join(parts) + f" -> {labels(prep.labels)}")
+        prep_lines.append(f"prepare operand {k}: " + "; ".join(parts) + f" -> {labels(prep.labels)}")
+    step_lines = []
     for n, step in enumerate(schedule.steps, 1):
         what = {"matmul": "matmul", "multiply": "multiply", "einsum": "einsum"}[step.kernel]
         detail = f" {step.einsum!r}" if step.kernel == "einsum" else ""
@@ -895,10 +1204,17 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
                 return "copy" if f.copy else ("T-view" if f.transposed else "view")
 
             detail = f" [{form(lay.left)} @ {form(lay.right)}]"
-        lines.append(
+        step_lines.append((n - 1 in hoisted,
             f"step {n}: {step.operands} {what}{detail} {labels(step.x_labels)},{labels(step.y_labels)}"
             f"->{labels(step.result)} batch {labels(step.batch)} contract {labels(step.contract)}; "
-            f"result {step.result_shape}; {step.flops:,} FLOPs; model {step.cost_ns / 1e3:.3g} us")
+            f"result {step.result_shape}; {step.flops:,} FLOPs; model {step.cost_ns / 1e3:.3g} us"))
+    if hoisted:
+        lines.append("once, before the blocks (these steps carry no cut label):")
+        lines += ["  " + text for once, text in step_lines if once]
+    if loop_header is not None:
+        lines.append(loop_header)
+    lines += prep_lines
+    lines += [text for once, text in step_lines if not once]
     fin = schedule.finish
     if fin is not None and fin.permutation is not None:
         lines.append(f"finish: transpose {fin.permutation} to output order")

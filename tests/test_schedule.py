@@ -225,14 +225,18 @@ class Recorder:
 
 
 def _expected_kernels(schedule) -> list[tuple[str, int]]:
-    """(kernel, result size) of every step in execution order; blocks in their loop order."""
+    """(kernel, result size) of every step in execution order: unblocked, the steps; blocked,
+    the hoisted steps once, then the steps inside the loop per block, in loop order."""
     if schedule.blocking is None:
         return [(s.kernel, s.result_size) for s in schedule.steps]
     blocking, inner = schedule.blocking, dict(schedule.blocking.inner)
     lengths = [[min(c, n - start) for start in range(0, n, c)]
                for c, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
     assert math.prod(len(options) for options in lengths) == blocking.n_blocks
-    return [(s.kernel, s.result_size) for key in itertools.product(*lengths) for s in inner[key].steps]
+    hoisted = set(blocking.hoisted)
+    once = [(s.kernel, s.result_size) for k, s in enumerate(schedule.steps) if k in hoisted]
+    return once + [(s.kernel, s.result_size) for key in itertools.product(*lengths)
+                   for k, s in enumerate(inner[key].steps) if k not in hoisted]
 
 
 def _printed_steps(report: str) -> list[str]:

@@ -50,12 +50,24 @@ class Backend:
     ``framework``: the top-level module that must be in ``sys.modules`` before ``owns`` is
     asked (``None``: always available); ``owns(operand)``: does this backend run on it;
     ``module``: the import path of the module with ``compile`` and ``describe``.
+
+    Capabilities, which the API reads instead of testing names: ``honours_memory_limit``
+    (its schedules may be blocked; False: the framework plans its own buffers and the schedule
+    is always unbounded), ``blocks_by_default`` (the default ``memory_limit='default'`` bounds
+    it; False: only an explicit limit does), ``uses_einsum`` (False: it is handed a schedule
+    without einsum steps, every step a matmul or a multiply), ``plans_own_path`` (True: with
+    the default ``optimize`` the framework chooses the pairwise order itself and ``compile`` is
+    called with ``schedule=None``; JAX, whose jitted programs XLA runs fastest that way).
     """
 
     name: str
     framework: str | None
     owns: Callable[[Any], bool]
     module: str
+    honours_memory_limit: bool = True
+    blocks_by_default: bool = False
+    uses_einsum: bool = True
+    plans_own_path: bool = False
 
 
 def _is_jax(op: Any) -> bool:
@@ -97,14 +109,19 @@ def _is_array_api(op: Any) -> bool:
 
 
 _REGISTRY: list[Backend] = [
-    Backend("jax", "jax", _is_jax, "contractions.backends.jax_backend"),
+    # XLA plans its own buffers: only the path is taken, never blocks.
+    Backend("jax", "jax", _is_jax, "contractions.backends.jax_backend", honours_memory_limit=False,
+            plans_own_path=True),
+    # Blocks are written in place, which torch.vmap cannot batch: only an explicit limit blocks.
     Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend"),
+    # dask bounds each of its blocks itself (numpy's default per block).
     Backend("dask", "dask", _is_dask, "contractions.backends.dask_backend"),
     # Any other library implementing the Array API standard (array-api-strict, CuPy, ...).
-    Backend("array_api", None, _is_array_api, "contractions.backends.array_api_backend"),
+    Backend("array_api", None, _is_array_api, "contractions.backends.array_api_backend",
+            uses_einsum=False),
 ]
 _NUMPY = Backend("numpy", None, lambda op: isinstance(op, np.ndarray),
-                 "contractions.backends.numpy_backend")
+                 "contractions.backends.numpy_backend", blocks_by_default=True)
 _BY_TYPE: dict[type, Backend | None] = {np.ndarray: _NUMPY}
 _LOCK = threading.Lock()
 

@@ -2,9 +2,9 @@
 
 An operand with ``__array_namespace__`` whose namespace is not numpy (and that jax, torch and
 dask do not own) runs here: array-api-strict, CuPy, and any library implementing the Array
-API standard.  The standard has no einsum, so the schedule is made with ``use_einsum=False``
-along the path the numpy schedule chose (every step a batched ``matmul`` or a broadcast
-``multiply``), and each operation is the namespace's own standard function:
+API standard.  The standard has no einsum, so the registry entry declares ``uses_einsum=False``
+and the API plans this backend's schedule without einsum (every step a batched ``matmul`` or a
+broadcast ``multiply``); this module compiles it as given.  Each operation is the namespace's own standard function:
 ``matmul``, ``multiply``, ``permute_dims``, ``reshape`` (the standard's default ``copy=None``:
 a view where the library can, a copy where it must), ``sum(..., dtype=x.dtype)`` (integer
 sums stay integer, as in einsum), ``linalg.diagonal`` after a ``permute_dims`` for a
@@ -92,9 +92,19 @@ def namespace_ops(xp: Any) -> ArrayOps:
     )
 
 
+def _einsum_free(schedule: Schedule) -> bool:
+    inner = [s for _, s in schedule.blocking.inner] if schedule.blocking is not None else []
+    return schedule.strategy == "pairwise" and all(
+        step.kernel != "einsum" for s in (schedule, *inner) for step in s.steps)
+
+
 def standard_schedule(plan: Any, schedule: Schedule) -> Schedule:
-    """The einsum-free schedule along ``schedule``'s path and within its memory limit (the one
-    ``explain`` prints)."""
+    """The einsum-free schedule this backend runs: ``schedule`` itself when it has no einsum
+    step (the API plans with ``use_einsum=False`` for this backend, which declares it), else
+    one made along ``schedule``'s path and within its memory limit (a schedule planned for
+    another backend)."""
+    if _einsum_free(schedule):
+        return schedule
     return make_schedule(plan, tuple(schedule.path), use_einsum=False,
                          memory_limit=schedule.memory_limit)
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..schedule import Finish, Preparation, Schedule, Step, View
+from ..schedule import Finish, Preparation, Schedule, Step, View, step_tokens
 
 __all__ = ["ArrayOps", "compile_schedule"]
 
@@ -114,6 +114,8 @@ def _sum(total: Callable[..., Any], axes: tuple[int, ...], x: Any) -> Any:
 
 def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
     fns: list[Fn] = []
+    if prep.transpose is not None:
+        fns.append(functools.partial(_permute, ops.permute, prep.transpose))
     if prep.squeeze is not None:
         fns.append(functools.partial(_reshape, ops.reshape, prep.squeeze))
     for a, b in prep.diagonals:
@@ -176,14 +178,26 @@ def _finish_fn(finish: Finish, ops: ArrayOps, scalar: bool) -> Fn:
     return _chain(fns) or (lambda z: z)
 
 
-def compile_schedule(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
-    """A callable running ``schedule`` on arrays of the library ``ops`` wraps."""
+def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Callable[..., Any]:
+    """A callable running ``schedule`` on arrays of the library ``ops`` wraps.
+
+    ``dtype``: the dtype to compute in (operands are converted, per block when blocked);
+    None: the operands' common dtype.
+    """
     if schedule.blocking is not None:
-        return _compile_blocked(schedule, ops)
+        return _compile_blocked(schedule, ops, dtype)
     assert schedule.finish is not None
     scalar = not schedule.output_shape
     if schedule.strategy == "direct":
-        run = functools.partial(ops.einsum, schedule.einsum)
+        run: Callable[..., Any] = functools.partial(ops.einsum, schedule.einsum)
+        if dtype is not None:
+            einsum, astype, dtype_of = run, ops.astype, ops.dtype
+
+            def converted(*arrays: Any) -> Any:
+                return einsum(*(a if dtype_of(a) == dtype else astype(a, dtype) for a in arrays))
+
+            run = converted
+
         if schedule.finish.copy or scalar:
             finish = _finish_fn(schedule.finish, ops, scalar)
             return lambda *arrays: finish(run(*arrays))
@@ -193,9 +207,10 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
     steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops)) for s in schedule.steps)
     finish = _finish_fn(schedule.finish, ops, scalar)
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
+    fixed = dtype
 
     def execute(*arrays: Any) -> Any:
-        dtype = common_dtype(arrays)
+        dtype = common_dtype(arrays) if fixed is None else fixed
         work = []
         for array, prep in zip(arrays, preps):
             if dtype_of(array) != dtype:
@@ -212,44 +227,76 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
     return execute
 
 
-def _compile_blocked(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
-    """Run the schedule block by block: slice the operands (views), run the block's own
-    schedule, write (or add) its result into the preallocated output."""
+def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Callable[..., Any]:
+    """Run the schedule block by block: the hoisted steps once, on the whole operands; then
+    per block, slice the sliced operands (views, converted per block), run the steps inside
+    the loop and write (or add) the block's result into the preallocated output."""
     blocking = schedule.blocking
     assert blocking is not None
     if ops.zeros is None or ops.empty is None or ops.set_block is None or ops.add_block is None:
         raise TypeError("this backend cannot run blocked schedules (memory_limit); pass "
                         "memory_limit=None")
-    runs = {lengths: compile_schedule(inner, ops) for lengths, inner in blocking.inner}
-    ranges = [[(start, min(start + chunk, n)) for start in range(0, n, chunk)]
-              for chunk, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
+    n = len(schedule.inputs)
+    sliced = blocking.sliced or (True,) * n
+    hoisted = set(blocking.hoisted)
+    tokens = step_tokens(schedule)
+    loop = [k for k in range(len(schedule.steps)) if k not in hoisted]
+    # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.
+    unsliced = [(k, _prep_fn(schedule.preparations[k], ops)) for k in range(n) if not sliced[k]]
+    prologue = [(tokens[k][0], tokens[k][1], ("s", k), _step_fn(schedule.steps[k], ops))
+                for k in sorted(hoisted)]
+    needed = {t for k in loop for t in tokens[k]}
+    last: tuple[str, int] = ("s", len(schedule.steps) - 1) if schedule.steps else ("o", 0)
+    scalar = not schedule.output_shape
+    bodies = {}
+    for lengths, inner in blocking.inner:
+        assert inner.finish is not None
+        bodies[lengths] = (
+            tuple((k, _prep_fn(inner.preparations[k], ops)) for k in range(n) if sliced[k]),
+            tuple((tokens[k][0], tokens[k][1], ("s", k), _step_fn(inner.steps[k], ops)) for k in loop),
+            _finish_fn(replace(inner.finish, copy=False), ops, scalar))
+    ranges = [[(start, min(start + chunk, extent)) for start in range(0, extent, chunk)]
+              for chunk, extent in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
+    # Per cut label, the axes to slice in each operand and in the output (built per block:
+    # a compiled program holds O(labels) slice data, not O(blocks)).
+    operand_axes = [(k, len(schedule.shapes[k]), blocking.operand_axes[k]) for k in range(n) if sliced[k]]
     out_shape = schedule.output_shape
-
-    def index(ndim: int, combo: tuple[tuple[int, int], ...],
-              axes_per_label: tuple[tuple[int, ...], ...]) -> tuple[slice, ...]:
-        where = [slice(None)] * ndim
-        for (start, stop), axes in zip(combo, axes_per_label):
-            for axis in axes:
-                where[axis] = slice(start, stop)
-        return tuple(where)
-
-    # Every block's operand slices, its schedule and its target, worked out once here, so a
-    # call only slices, runs and writes.
-    plan = [(runs[tuple(stop - start for start, stop in combo)],
-             tuple(index(len(shape), combo, blocking.operand_axes[k])
-                   for k, shape in enumerate(schedule.shapes)),
-             index(len(out_shape), combo, blocking.output_axes))
-            for combo in itertools.product(*ranges)]
     make = ops.zeros if blocking.accumulate else ops.empty
     write = ops.add_block if blocking.accumulate else ops.set_block
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
 
+    def index(ndim: int, cuts: Sequence[slice], axes_per_label: tuple[tuple[int, ...], ...]
+              ) -> tuple[slice, ...]:
+        where = [slice(None)] * ndim
+        for cut, axes in zip(cuts, axes_per_label):
+            for axis in axes:
+                where[axis] = cut
+        return tuple(where)
+
     def execute(*arrays: Any) -> Any:
-        dtype = common_dtype(arrays)
-        arrays = tuple(a if dtype_of(a) == dtype else astype(a, dtype) for a in arrays)
+        dtype = common_dtype(arrays) if fixed is None else fixed
+        env: dict[Any, Any] = {}
+        for k, prep in unsliced:
+            a = arrays[k]
+            if dtype_of(a) != dtype:
+                a = astype(a, dtype)
+            env[("o", k)] = prep(a) if prep is not None else a
+        for tx, ty, tr, kernel in prologue:
+            env[tr] = kernel(env.pop(tx), env.pop(ty))
+        env = {t: v for t, v in env.items() if t in needed}
         out = make(out_shape, dtype, arrays[0])
-        for run, slices, target in plan:
-            write(out, target, run(*[a[where] for a, where in zip(arrays, slices)]))
+        for combo in itertools.product(*ranges):
+            preps, steps, finish = bodies[tuple(stop - start for start, stop in combo)]
+            cuts = [slice(start, stop) for start, stop in combo]
+            local = dict(env)
+            for (k, prep), (_, ndim, axes) in zip(preps, operand_axes):
+                a = arrays[k][index(ndim, cuts, axes)]
+                if dtype_of(a) != dtype:
+                    a = astype(a, dtype)
+                local[("o", k)] = prep(a) if prep is not None else a
+            for tx, ty, tr, kernel in steps:
+                local[tr] = kernel(local.pop(tx), local.pop(ty))
+            write(out, index(len(out_shape), cuts, blocking.output_axes), finish(local.pop(last)))
         return out
 
     return execute

@@ -40,13 +40,9 @@ import jax.numpy as jnp
 
 from ..schedule import Schedule
 
-__all__ = ["EAGER_CACHE_SIZE", "PLANS_OWN_PATH", "compile", "describe", "jitted_einsum"]
+__all__ = ["EAGER_CACHE_SIZE", "compile", "describe", "jitted_einsum"]
 
 EAGER_CACHE_SIZE = 512
-
-#: With the default ``optimize`` this backend needs no schedule: ``jnp.einsum`` chooses the
-#: path (``compile`` is then called with ``schedule=None``).
-PLANS_OWN_PATH = True
 
 #: ``jnp.einsum``'s own default ``optimize``; what a hand-written call uses.
 JAX_DEFAULT_OPTIMIZE = "auto"

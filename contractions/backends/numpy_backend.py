@@ -165,13 +165,12 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
             f"{quoted(plan.expansion.subscripts)} would give a result of {len(schedule.output_shape)} "
             f"axes, but numpy arrays hold at most {MAX_NDIM}; sum some groups away in the output, "
             "or run it on torch or JAX")
-    run = compile_schedule(schedule, _OBJECT_SAFE_OPS if _has_scalar_step(schedule) else NUMPY_OPS)
-    run = _numpy_conventions(run, schedule)
+    ops = _OBJECT_SAFE_OPS if _has_scalar_step(schedule) else NUMPY_OPS
     target = options.preferred_element_type
-    if target is None:
-        return run
-    dtype = np.dtype(target)
-    return lambda *arrays: run(*(a.astype(dtype, copy=False) for a in arrays))
+    # With a target dtype the schedule converts the operands (per block when blocked; its peak
+    # counts the copies).
+    run = compile_schedule(schedule, ops, None if target is None else np.dtype(target))
+    return _numpy_conventions(run, schedule, half_in_single=target is None)
 
 
 # ------------------------------------------------------------ np.einsum's result conventions
@@ -197,11 +196,13 @@ def _has_scalar_step(schedule: Schedule) -> bool:
 _HALF = np.dtype(np.float16)
 
 
-def _numpy_conventions(run: Callable[..., Any], schedule: Schedule) -> Callable[..., Any]:
+def _numpy_conventions(run: Callable[..., Any], schedule: Schedule,
+                       half_in_single: bool = True) -> Callable[..., Any]:
     """np.einsum's conventions on top of a compiled schedule: a 0-d result is a numpy scalar
     (the bare object for object dtype), and float16 operands are contracted in float32 on a
     pairwise path (np.einsum's C loop accumulates half precision in single precision; a float16
-    intermediate could overflow where the answer fits), the result cast back to float16."""
+    intermediate could overflow where the answer fits), the result cast back to float16 (not
+    with a ``dtype=`` target: the schedule converts to that)."""
     scalar = not schedule.output_shape
     if schedule.strategy == "direct" and schedule.blocking is None:
         if not scalar:
@@ -214,7 +215,7 @@ def _numpy_conventions(run: Callable[..., Any], schedule: Schedule) -> Callable[
         return direct_scalar
 
     def pairwise(*arrays: Any) -> Any:
-        for a in arrays:
+        for a in arrays if half_in_single else ():
             if a.dtype == _HALF and np.result_type(*arrays) == _HALF:
                 result = run(*(b.astype(np.float32) for b in arrays))
                 result = np.asarray(result).astype(_HALF)

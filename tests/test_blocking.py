@@ -1,0 +1,357 @@
+"""Blocked execution under a memory limit: only the steps carrying a cut label run per block,
+every copy the call makes is counted, and a limit past the block floor is refused.
+
+References: the loop oracle (`contractions.testing.oracle.loop_contract`) and np.einsum on
+hand-expanded strings; memory is measured with tracemalloc (numpy reports its array data).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import tracemalloc
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contractions import (
+    ContractionError,
+    MemoryLimitError,
+    contract,
+    contract_expression,
+    explain,
+    identifiability,
+    make_plan,
+    make_schedule,
+)
+from contractions import schedule as schedule_module
+from contractions.backends.compile import compile_schedule
+from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.schedule import MAX_BLOCKS, schedule_labels
+from contractions.testing.oracle import loop_contract
+
+from ._strategies import grouped_problems, needed_supplements
+
+#: What numpy may allocate beside the buffers a schedule counts (nditer and ufunc buffers,
+#: small bookkeeping arrays, Python objects); the bound a call keeps is its limit plus this.
+ALLOWANCE = 256 * 1024
+
+LAYOUTS = ["C", "F", "transposed", "strided", "negative"]
+
+
+def seeded(*parts: object) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32("/".join(map(str, parts)).encode()))
+
+
+def laid_out(a: np.ndarray, layout: str) -> np.ndarray:
+    """The same values as ``a`` in another memory layout (a view where possible)."""
+    a = np.asarray(a)
+    if a.ndim == 0:
+        return a
+    if layout == "C":
+        return np.ascontiguousarray(a)
+    if layout == "F":
+        return np.asfortranarray(a)
+    if layout == "transposed":
+        return np.ascontiguousarray(a.T).T
+    if layout == "strided":
+        wide = np.zeros(tuple(n * 2 if n > 1 else 1 for n in a.shape), a.dtype)
+        view = wide[tuple(slice(None, None, 2 if n > 1 else 1) for n in a.shape)]
+        view[...] = a
+        return view
+    if layout == "negative":
+        flipped = np.ascontiguousarray(a[tuple(slice(None, None, -1) for _ in a.shape)])
+        return flipped[tuple(slice(None, None, -1) for _ in a.shape)]
+    raise AssertionError(layout)
+
+
+def close(got, want) -> None:
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+# -------------------------------------------------------------- steps inside the loop
+def test_steps_without_a_cut_label_run_once_before_the_blocks():
+    r = seeded("hoist")
+    a, b, c, d = (r.standard_normal(s) for s in [(10, 10), (10, 10), (1000, 10), (1000, 50)])
+    expr = contract_expression("ab,bc,Wc,Wd->Wad", a.shape, b.shape, c.shape, d.shape,
+                               memory_limit=2000)
+    blocking = expr.schedule.blocking
+    assert blocking is not None and blocking.n_blocks > 1
+    assert blocking.hoisted == (0,)                      # ab,bc->ac carries no cut label
+    assert expr.schedule.steps[0].x_labels == (0, 1) and blocking.sliced == (False, False, True, True)
+    # it runs once: the recorder sees one product of its result size, then the loop's steps
+    log = []
+
+    def logged(fn):
+        def run(*args):
+            out = fn(*args)
+            log.append(out.size)
+            return out
+        return run
+
+    ops = NUMPY_OPS.__class__(**{**NUMPY_OPS.__dict__, "matmul": logged(NUMPY_OPS.matmul)})
+    got = compile_schedule(expr.schedule, ops)(a, b, c, d)
+    close(got, np.einsum("ab,bc,wc,wd->wad", a, b, c, d))
+    assert log.count(100) == 1 and len(log) == 1 + blocking.n_blocks
+    report = explain("ab,bc,Wc,Wd->Wad", a, b, c, d, memory_limit=2000)
+    lines = report.splitlines()
+    once = lines.index("  once, before the blocks (these steps carry no cut label):")
+    assert lines[once + 1].startswith("    step 1: (0, 1) matmul")
+    assert lines[once + 2].startswith(f"  blocks: {blocking.n_blocks} (")
+    assert all(not line.startswith("    step 1") for line in lines[once + 2:])
+
+
+def test_block_sizes_keep_the_products_large():
+    # One big operand and a small chain: the cut goes through the batch, never through the
+    # small matrices, and the small product is hoisted.
+    r = seeded("large")
+    x, m1, m2, y = (r.standard_normal(s) for s in [(4000, 64), (64, 64), (64, 64), (4000, 64)])
+    expr = contract_expression("Wi,ij,jk,Wk->W", x.shape, m1.shape, m2.shape, y.shape,
+                               memory_limit=150_000, optimize=[(1, 2), (0, 2), (0, 1)])
+    blocking = expr.schedule.blocking
+    assert blocking is not None and blocking.labels == (0,)          # only W is cut
+    assert blocking.hoisted == (0,)
+    assert blocking.chunks[0] >= 256                                  # large BLAS shapes
+    close(expr(x, m1, m2, y), np.einsum("wi,ij,jk,wk->w", x, m1, m2, y, optimize=True))
+
+
+def test_a_limit_past_the_block_floor_is_refused_with_the_smallest_that_works():
+    a = seeded("floor").standard_normal((100, 100))
+    with pytest.raises(MemoryLimitError, match=r"memory_limit=10 elements cannot be honoured: "
+                       r"within 10,000 blocks this contraction needs at least ([0-9,]+).*pass "
+                       r"memory_limit=[0-9]+ or more, or memory_limit=None") as info:
+        contract("ij,jk,kl->il", a, a, a, memory_limit=10)
+    works = info.value.smallest_limit
+    assert isinstance(info.value, ContractionError) and works is not None and works > 10
+    assert f"{works:,}" in str(info.value)
+    expr = contract_expression("ij,jk,kl->il", a.shape, a.shape, a.shape, memory_limit=works)
+    assert expr.schedule.blocking.n_blocks <= MAX_BLOCKS
+    assert expr.schedule.peak_extra <= works
+    close(expr(a, a, a), a @ a @ a)
+
+
+def test_blocking_plans_each_kind_of_block_once():
+    # The chunk search prices trials from the whole schedule's steps; it schedules only the
+    # final kinds of block (full chunks and each shorter last chunk): no re-planning per trial.
+    schedule_labels.cache_clear()
+    plan = make_plan("ij,jk,kl->il", ((150, 140), (140, 130), (130, 120)), ())
+    schedule = make_schedule(plan, memory_limit=2000)
+    blocking = schedule.blocking
+    assert blocking is not None
+    kinds = len(blocking.inner)
+    assert kinds <= 2 ** len(blocking.labels)
+    # the whole-shape schedule, plus at most every kind of block for the two cheapest orders
+    assert schedule_labels.cache_info().misses <= 1 + 2 * 2 ** len(blocking.labels) + 2
+
+
+# -------------------------------------------------- blocked execution vs the oracle
+@settings(max_examples=60, deadline=None)
+@given(grouped_problems(max_terms=4, max_group_axes=2), st.integers(0, 2**32 - 1),
+       st.sampled_from([1, 2, 3, 5, 8, 40, 300]),
+       st.lists(st.sampled_from(LAYOUTS), min_size=4, max_size=4),
+       st.lists(st.sampled_from(["float64", "float32", "int64", "complex128"]), min_size=4,
+                max_size=4),
+       st.sampled_from([None, "float64", "complex128"]))
+def test_blocked_execution_matches_the_oracle_over_layouts_and_dtypes(problem, seed, limit, layouts,
+                                                                     dtypes, dtype):
+    rng = np.random.default_rng(seed)
+    operands = []
+    for k, shape in enumerate(problem.operand_shapes()):
+        base = np.asarray(rng.standard_normal(shape) * 3)
+        kind = np.dtype(dtypes[k])
+        value = np.round(base).astype(kind) if kind.kind == "i" else base.astype(kind)
+        operands.append(laid_out(value, layouts[k]))
+    if dtype is not None and not np.can_cast(np.result_type(*operands), dtype):
+        dtype = None                     # dtype= only widens here (complex -> real would warn)
+    pins = needed_supplements(problem, identifiability(problem.subscripts))
+    want = loop_contract(problem.subscripts,
+                         [a.astype(dtype) if dtype is not None else a for a in operands],
+                         problem.group_shapes)
+    try:
+        got = contract(problem.subscripts, *operands, memory_limit=limit, dtype=dtype, **pins)
+    except MemoryLimitError as err:      # a tiny explicit limit may be impossible: say so
+        assert err.smallest_limit is None or err.smallest_limit > limit
+        assert f"memory_limit={limit:,} elements cannot be honoured" in str(err)
+        return
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-4 if got.dtype == np.float32 else 1e-9, atol=1e-4)
+    report = explain(problem.subscripts, *operands, memory_limit=limit, **pins)
+    if "pairwise" in report and dtype is None:
+        peak = int(report.split("peak extra")[1].split()[0].replace(",", ""))
+        assert peak <= limit
+
+
+def test_blocked_execution_with_hoisting_past_52_axes():
+    r = seeded("b52")
+    x = r.standard_normal((3,) + (1,) * 28 + (4, 5))     # A: 29 axes, then i, j
+    y = r.standard_normal((1,) * 25 + (5, 6))            # B: 25 axes, then j, k
+    z = r.standard_normal((6, 7))                        # k, l
+    w = r.standard_normal((7, 9))                        # l, m
+    expr = contract_expression("Aij,Bjk,kl,lm->ABim", x.shape, y.shape, z.shape, w.shape, len_A=29,
+                               memory_limit=30, optimize=[(2, 3), (0, 1), (0, 1)])
+    assert len(expr.plan.expansion.symbols) > 52
+    blocking = expr.schedule.blocking
+    assert blocking is not None and expr.schedule.peak_extra <= 30
+    want = np.einsum("aij,jk,kl,lm->aim", x.reshape(3, 4, 5), y.reshape(5, 6), z, w)
+    close(expr(x, y, z, w).reshape(3, 4, 9), want)
+    for layout in LAYOUTS[1:]:
+        close(contract("Aij,Bjk,kl,lm->ABim", laid_out(x, layout), y, laid_out(z, layout), w,
+                       len_A=29, memory_limit=30).reshape(3, 4, 9), want)
+
+
+# --------------------------------------------------------------- every byte counted
+def traced_extra(func) -> tuple[int, np.ndarray]:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = func()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return peak - result.nbytes, result
+
+
+CASES = [
+    ("ij,jk->ik", [(600, 500), (500, 400)]),
+    ("Wi,iK,WK->WK", [(400, 50), (50, 400), (400, 400)]),
+    ("WCa,Caib,WCi->WCb", [(60, 2, 40), (2, 40, 50, 30), (60, 2, 50)]),
+    ("ab,bc,Wc,Wd->Wad", [(30, 30), (30, 30), (2000, 30), (2000, 20)]),
+]
+
+
+DTYPE_MIXES = [(("float64",), None), (("float32", "float64"), None), (("float32",), "float64"),
+               (("float64",), "complex128")]
+
+
+def allowance(itemsize: int) -> int:
+    """`ALLOWANCE`, for elements wider than 8 bytes scaled with them (numpy's ufunc buffers
+    are counted in elements: 8192 per operand)."""
+    return ALLOWANCE * max(1, itemsize // 8)
+
+
+@pytest.mark.parametrize("case,layout,mix", [
+    (case, layout, DTYPE_MIXES[(k + j) % len(DTYPE_MIXES)])
+    for k, case in enumerate(CASES) for j, layout in enumerate(LAYOUTS)],
+    ids=[f"{c[0]}-{layout}" for c in CASES for layout in LAYOUTS])
+def test_peak_extra_is_what_the_call_allocates(case, layout, mix):
+    subscripts, shapes = case
+    dtypes, dtype = mix
+    for limit in ("default", 30_000):
+        r = seeded(subscripts, layout)
+        operands = [laid_out(r.standard_normal(s).astype(dtypes[k % len(dtypes)]),
+                             layout if k != 1 else "C") for k, s in enumerate(shapes)]
+        kwargs = {"memory_limit": limit, "dtype": dtype}
+        want = np.einsum(_hand(subscripts),
+                         *(a.astype(dtype or np.result_type(*operands)) for a in operands),
+                         optimize=True)
+        contract(subscripts, *operands, **kwargs)          # plan and compile outside the measurement
+        extra, got = traced_extra(functools.partial(contract, subscripts, *operands, **kwargs))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        itemsize = got.itemsize
+        plan = make_plan(subscripts, tuple(a.shape for a in operands), ())
+        default_bound = max(max(math.prod(s) for s in shapes), math.prod(plan.output_shape),
+                            schedule_module.DEFAULT_LIMIT_FLOOR)
+        bound = default_bound if limit == "default" else limit
+        schedule = make_schedule(plan, memory_limit=limit,
+                                 layouts=schedule_module_layouts(operands, dtype))
+        assert schedule.peak_extra <= bound
+        # what the call allocated is what the schedule counted (numpy's own buffers aside) ...
+        assert extra <= schedule.peak_extra * itemsize + allowance(itemsize), (
+            limit, extra, schedule.peak_extra * itemsize)
+        # ... and so within the limit
+        assert extra <= bound * itemsize + allowance(itemsize)
+
+
+def schedule_module_layouts(operands, dtype):
+    target = np.dtype(dtype) if dtype is not None else np.result_type(*operands)
+    codes = tuple((0 if a.flags.c_contiguous else schedule_module.STRIDED)
+                  | (schedule_module.CONVERTED if a.dtype != target else 0) for a in operands)
+    return codes if any(codes) else None
+
+
+def _hand(subscripts: str) -> str:
+    # every group in these cases has one axis: its letter, lowercased, is the expansion
+    return subscripts.lower()
+
+
+def test_fortran_operands_are_read_through_their_transpose_and_strided_ones_are_counted():
+    a = seeded("T").standard_normal((700, 700))
+    # A transposed C array is Fortran-ordered: read as its transpose, BLAS takes it as is.
+    report = explain("ij,jk->ik", a.T, a.T, memory_limit=1000)
+    assert "prepare operand 0: read as its transpose (Fortran order) -> ji" in report
+    assert "peak extra      0 elements" in report and "blocks:" not in report
+    extra, got = traced_extra(functools.partial(contract, "ij,jk->ik", a.T, a.T, memory_limit=1000))
+    close(got, a.T @ a.T)
+    assert extra <= 1000 * 8 + ALLOWANCE
+    # A strided operand needs a contiguous copy for BLAS: counted, and blocked to the limit.
+    s = laid_out(a, "strided")
+    report = explain("ij,jk->ik", s, a, memory_limit=100_000)
+    peak = int(report.split("peak extra")[1].split()[0].replace(",", ""))
+    assert 0 < peak <= 100_000 and "blocks:" in report
+    extra, got = traced_extra(functools.partial(contract, "ij,jk->ik", s, a, memory_limit=100_000))
+    close(got, a @ a)
+    assert extra <= 100_000 * 8 + ALLOWANCE
+
+
+@pytest.mark.parametrize("combo", list(itertools.product(["C", "F"], ["float64", "float32"])))
+def test_the_warm_path_replans_for_strided_or_mixed_operands(combo):
+    layout, kind = combo
+    r = seeded("warm", *combo)
+    x, y = r.standard_normal((500, 300)), r.standard_normal((300, 400))
+    contract("ij,jk->ik", x, y, memory_limit=20_000)   # the C, float64 program, now warm
+    other = laid_out(x.astype(kind), layout)
+    extra, got = traced_extra(lambda: contract("ij,jk->ik", other, y, memory_limit=20_000))
+    close(got.astype(np.float64), other.astype(np.float64) @ y) if kind == "float64" else \
+        np.testing.assert_allclose(got, other.astype(np.float64) @ y, rtol=1e-5)
+    assert extra <= 20_000 * 8 + ALLOWANCE
+
+
+# ------------------------------------------------ cost models and declared capabilities
+def test_the_cost_model_is_a_parameter_of_the_schedule():
+    from contractions.matmul_model import NUMPY_MODEL, NumpyCostModel
+
+    plan = make_plan("Wij,Wjk->Wik", ((40, 30, 30), (40, 30, 30)), ())
+    assert make_schedule(plan).strategy == "pairwise"
+    eager = NumpyCostModel(direct_max_naive=10**9, direct_max_naive_many_labels=10**9)
+    assert make_schedule(plan, cost_model=eager).strategy == "direct"
+    assert make_schedule(plan, cost_model=NUMPY_MODEL) == make_schedule(plan)
+    # a model whose blocks cost more takes fewer, larger blocks for the same limit
+    shapes = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
+    tt = make_plan("WCa,Caib,WCi->WCb", shapes, ())
+    cheap = make_schedule(tt, memory_limit=20_000)
+    dear = make_schedule(tt, memory_limit=20_000, cost_model=NumpyCostModel(ns_per_block=1e9))
+    assert cheap.blocking is not None and dear.blocking is not None
+    assert dear.blocking.n_blocks <= cheap.blocking.n_blocks
+
+
+def test_backends_declare_what_they_honour():
+    from contractions import api
+    from contractions.backends import Backend, backend_named
+
+    jax_entry, torch_entry = backend_named("jax"), backend_named("torch")
+    assert not jax_entry.honours_memory_limit
+    assert torch_entry.honours_memory_limit and not torch_entry.blocks_by_default
+    assert backend_named("numpy").blocks_by_default
+    assert not backend_named("array_api").uses_einsum
+    assert api._backend_limit(jax_entry, 1000) is None
+    assert api._backend_limit(torch_entry, "default") is None and api._backend_limit(torch_entry, 9) == 9
+    mine = Backend("mine", None, lambda op: False, "contractions.backends.numpy_backend",
+                   blocks_by_default=True)
+    assert api._backend_limit(mine, "default") == "default"
+
+
+def test_the_array_api_backend_compiles_the_schedule_it_is_given():
+    from contractions import api
+    from contractions.backends import array_api_backend, backend_named
+
+    shapes = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
+    plan, schedule = api._planned("WCa,Caib,WCi->WCb", shapes, (), "auto", None, None,
+                                  backend_named("array_api").uses_einsum)
+    assert {step.kernel for step in schedule.steps} <= {"matmul", "multiply"}
+    assert array_api_backend.standard_schedule(plan, schedule) is schedule     # not re-planned
