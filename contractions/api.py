@@ -15,7 +15,6 @@ dictionary lookup plus the arithmetic.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 import types
@@ -26,6 +25,7 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
+from .caching import byte_bounded_cache
 from .compat import (
     apply_order,
     backend_name,
@@ -103,7 +103,14 @@ def _short_repr(op: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- the caches
-@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+# Every cache keyed on the caller's subscripts is bounded by bytes as well as entries
+# (contractions/caching.py), so many distinct long strings cannot pile up in memory; the hot
+# dicts keep only strings up to HOT_KEY_MAX_CHARS (longer ones are served by these caches).
+CACHE_BYTES = 64 * 2**20
+HOT_KEY_MAX_CHARS = 4096
+
+
+@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              limit: Any = "default", layouts: tuple[int, ...] | None = None,
@@ -135,7 +142,7 @@ def _framework_path(backend: Backend, optimize: Any) -> bool:
     return backend.plans_own_path and isinstance(optimize, str) and optimize == "auto"
 
 
-_compiled = functools.lru_cache(maxsize=PLAN_CACHE_SIZE)(_compile)
+_compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES)(_compile)
 
 
 def _copies_could_break(schedule: Schedule) -> bool:
@@ -430,9 +437,10 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
     # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
     # the operands and re-plans for theirs: see `_guarded`)
-    if len(_HOT) >= HOT_CACHE_SIZE:
-        _HOT.clear()
-    _HOT[key] = run
+    if len(subscripts) <= HOT_KEY_MAX_CHARS:
+        if len(_HOT) >= HOT_CACHE_SIZE:
+            _HOT.clear()
+        _HOT[key] = run
     return run(*operands)
 
 
@@ -473,7 +481,8 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
-    if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
+    if (hot_key is not None and len(subscripts) <= HOT_KEY_MAX_CHARS
+            and all(a is op for a, op in zip(arrays, operands))):
         if len(_FOREIGN_HOT) >= HOT_CACHE_SIZE:
             _FOREIGN_HOT.clear()
         _FOREIGN_HOT[hot_key] = run

@@ -16,11 +16,11 @@ expands to the very same string.
 
 from __future__ import annotations
 
-import functools
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .caching import byte_bounded_cache
 from .errors import InconsistentError, SupplementError, quoted
 from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse
 
@@ -28,6 +28,7 @@ __all__ = ["Expansion", "expansion", "expand", "ellipsis_ranks", "symbol_past_le
            "EXPAND_CACHE_SIZE"]
 
 EXPAND_CACHE_SIZE = 4096
+EXPAND_CACHE_BYTES = 64 * 2**20  # keys hold the caller's subscripts (contractions/caching.py)
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def ellipsis_ranks(parsed: ParsedSubscripts, lengths: tuple[int, ...],
     return tuple(ranks)
 
 
-@functools.lru_cache(maxsize=EXPAND_CACHE_SIZE)
+@byte_bounded_cache(maxsize=EXPAND_CACHE_SIZE, maxbytes=EXPAND_CACHE_BYTES)
 def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...],
            ranks: tuple[int, ...] = ()) -> Expansion:
     """Expand ``parsed`` with ``lengths`` given in ``parsed.groups`` order (cached).

@@ -12,9 +12,9 @@ here, before any arithmetic runs.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
+from .caching import byte_bounded_cache
 from .errors import SizeMismatchError, quoted
 from .expand import Expansion, ellipsis_ranks, expand
 from .parser import ELLIPSIS, ParsedSubscripts, is_group
@@ -23,6 +23,7 @@ from .solver import solve_call
 __all__ = ["Plan", "make_plan", "PLAN_CACHE_SIZE"]
 
 PLAN_CACHE_SIZE = 4096
+PLAN_CACHE_BYTES = 64 * 2**20  # keys hold the caller's subscripts (contractions/caching.py)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
     return tuple(extent)
 
 
-@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=PLAN_CACHE_BYTES)
 def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...]) -> Plan:
     """Parse, solve, expand and validate for these shapes (cached, thread-safe, bounded)."""

@@ -120,3 +120,42 @@ def test_byte_bounded_cache_is_safe_under_threads():
 def test_weight_counts_nested_strings():
     assert weight(("x" * 5000, ("y" * 5000,))) > 10_000
     assert weight(parse("Wab, Wbc -> Wac")) > weight("Wab, Wbc -> Wac")
+
+
+def test_successful_calls_with_long_distinct_strings_keep_memory_flat(monkeypatch):
+    """Calls that succeed are cached at every stage (parse, solve, plan, expansion, schedule,
+    compiled program, the hot dict): each stage's byte bound, not its entry count, decides how
+    many long strings stay alive.  The bounds are lowered to 4 MB here so the test is quick."""
+    from contractions import api
+    from contractions import expand as _expand
+    from contractions import plan as _plan
+
+    caches = [api._planned, api._compiled, _plan.make_plan, _expand.expand, _parser._parse,
+              *(getattr(_solver, name) for name in dir(_solver)
+                if isinstance(getattr(_solver, name), type(_parser._parse)))]
+    for cache in caches:
+        cache.cache_clear()
+        monkeypatch.setattr(cache, "maxbytes", 4 * MB)
+    x = np.ones((2, 3))
+    size = 100_000
+
+    def feed(start: int, count: int) -> None:
+        for k in range(start, start + count):
+            s = f"Wa,{' ' * (size + k)}Wa->W"
+            assert contract(s, x, x).shape == (2,)
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        feed(0, 10)
+        settled = tracemalloc.get_traced_memory()[0]
+        feed(10, 300)  # 30 MB of distinct keys, all kept by caches bounded by count alone
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - settled
+    finally:
+        tracemalloc.stop()
+    assert held < 15 * MB, f"{held / MB:.0f} MB still held"
+    assert all(len(key[0]) <= api.HOT_KEY_MAX_CHARS for key in api._HOT)
+    for cache in caches:
+        info = cache.cache_info()
+        assert info.currbytes <= info.maxbytes
