@@ -110,7 +110,7 @@ CACHE_BYTES = 64 * 2**20
 HOT_KEY_MAX_CHARS = 4096
 
 
-@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES)
+@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES, weigh_results=False)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              limit: Any = "default", layouts: tuple[int, ...] | None = None,
@@ -142,7 +142,8 @@ def _framework_path(backend: Backend, optimize: Any) -> bool:
     return backend.plans_own_path and isinstance(optimize, str) and optimize == "auto"
 
 
-_compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES)(_compile)
+_compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES,
+                               weigh_results=False)(_compile)
 
 
 def _copies_could_break(schedule: Schedule) -> bool:

@@ -99,8 +99,10 @@ class ByteBoundedCache(Generic[R]):
     `weight` counts them).  Exceptions are not cached.  Unhashable arguments raise
     `TypeError`, as with `functools.lru_cache`."""
 
-    def __init__(self, function: Callable[..., R], maxsize: int, maxbytes: int) -> None:
+    def __init__(self, function: Callable[..., R], maxsize: int, maxbytes: int,
+                 weigh_results: bool = True) -> None:
         self.__wrapped__ = function
+        self.weigh_results = weigh_results
         functools.update_wrapper(self, function)
         self.maxsize, self.maxbytes = maxsize, maxbytes
         self._entries: OrderedDict[tuple[Any, ...], tuple[R, int]] = OrderedDict()
@@ -116,7 +118,9 @@ class ByteBoundedCache(Generic[R]):
                 return found[0]
             self._misses += 1
         result = self.__wrapped__(*args)
-        cost = weight(args) + weight(result)
+        # A result derived from its arguments (a plan from a string and shapes) may be counted
+        # as twice their weight: weighing a deep result costs more than computing some of them.
+        cost = weight(args) + weight(result) if self.weigh_results else 2 * weight(args)
         if cost * ENTRY_FRACTION > self.maxbytes:
             return result
         with self._lock:
@@ -139,8 +143,12 @@ class ByteBoundedCache(Generic[R]):
             self._hits = self._misses = self._bytes = 0
 
 
-def byte_bounded_cache(maxsize: int, maxbytes: int) -> Callable[[Callable[..., R]], ByteBoundedCache[R]]:
-    """Decorate a pure function with a `ByteBoundedCache` (positional arguments only)."""
+def byte_bounded_cache(maxsize: int, maxbytes: int, weigh_results: bool = True
+                       ) -> Callable[[Callable[..., R]], ByteBoundedCache[R]]:
+    """Decorate a pure function with a `ByteBoundedCache` (positional arguments only).
+
+    ``weigh_results=False`` counts each entry as twice its arguments' weight, for results whose
+    size follows from their arguments and that are too deep to weigh on every miss."""
     def decorate(function: Callable[..., R]) -> ByteBoundedCache[R]:
-        return ByteBoundedCache(function, maxsize, maxbytes)
+        return ByteBoundedCache(function, maxsize, maxbytes, weigh_results)
     return decorate

@@ -148,7 +148,7 @@ def ellipsis_ranks(parsed: ParsedSubscripts, lengths: tuple[int, ...],
     return tuple(ranks)
 
 
-@byte_bounded_cache(maxsize=EXPAND_CACHE_SIZE, maxbytes=EXPAND_CACHE_BYTES)
+@byte_bounded_cache(maxsize=EXPAND_CACHE_SIZE, maxbytes=EXPAND_CACHE_BYTES, weigh_results=False)
 def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...],
            ranks: tuple[int, ...] = ()) -> Expansion:
     """Expand ``parsed`` with ``lengths`` given in ``parsed.groups`` order (cached).

@@ -94,7 +94,7 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
     return tuple(extent)
 
 
-@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=PLAN_CACHE_BYTES)
+@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=PLAN_CACHE_BYTES, weigh_results=False)
 def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...]) -> Plan:
     """Parse, solve, expand and validate for these shapes (cached, thread-safe, bounded)."""
