@@ -380,15 +380,32 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
         "operand or result (log scale); the vertical line is 1x.*"
     )
     add("")
-    eager = HERE.parent / "docs" / "benchmarks_eager.md"
-    if eager.exists():
-        add(
-            "JAX is not in the tables below: under `jit` `contract` is the hand-expanded `jnp.einsum` (same HLO). "
-            "Its eager-call overhead is measured by `python bench/eager_overhead.py` (a separate run, which writes "
-            "[benchmarks_eager.md](benchmarks_eager.md)); that page's result, copied here when this report was written:"
-        )
+    # The other backends and the planning cost are separate runs, each writing its own page; their
+    # results are copied here when this report is written.
+    sections = [
+        ("benchmarks_jax.md", "## JAX under `jit`", "### JAX under `jit`",
+         "JAX under `jit` (`python bench/jax_bench.py`, page [benchmarks_jax.md](benchmarks_jax.md)):"),
+        ("benchmarks_eager.md", "## Eager JAX call overhead", "### Eager JAX call overhead",
+         "Eager JAX calls (`python bench/eager_overhead.py`, page [benchmarks_eager.md](benchmarks_eager.md)):"),
+        ("benchmarks_torch.md", None, None,
+         "PyTorch, eager and `torch.compile` (`python bench/torch_bench.py`, page "
+         "[benchmarks_torch.md](benchmarks_torch.md)):"),
+        ("benchmarks_cold_plan.md", "## Cold planning", "### Cold planning",
+         "The cost of planning a new shape or a new string (`python bench/cold_plan.py`, page "
+         "[benchmarks_cold_plan.md](benchmarks_cold_plan.md)):"),
+    ]
+    for name, heading, demoted, intro in sections:
+        page = HERE.parent / "docs" / name
+        if not page.exists():
+            continue
+        text = page.read_text().strip()
+        if heading is not None:
+            text = text.replace(heading, demoted, 1)
+        else:  # a page opening with a level-1 heading: two levels down, under this page's sections
+            text = "\n".join("##" + line if line.startswith("#") else line for line in text.splitlines())
+        add(intro)
         add("")
-        add(eager.read_text().strip().replace("## Eager JAX call overhead", "### Eager JAX call overhead"))
+        add(text)
         add("")
     add(
         "The project's performance targets, whether this run meets each, and a reading of the strings that "
