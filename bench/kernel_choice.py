@@ -17,13 +17,15 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from timing import best_seconds  # noqa: E402
 
 from contractions import contract  # noqa: E402
 
@@ -37,19 +39,6 @@ CASES = [
 ]
 
 
-def best_seconds(func, repeats: int = 5, budget: float = 0.02) -> float:
-    func()
-    start = time.perf_counter()
-    func()
-    one = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(budget / one))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            func()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
 
 
 def tensordot_route(expanded: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

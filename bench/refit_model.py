@@ -40,6 +40,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import timing  # noqa: E402
 
 from contractions import matmul_model  # noqa: E402
 
@@ -47,20 +50,10 @@ MAX_ELEMENTS = 1 << 22  # per array
 MAX_MACS = 1 << 27  # per stack
 
 
+
 def best_seconds(func, batch_seconds: float = 0.003, repeats: int = 5) -> float:
-    """Best (smallest) per-call time over ``repeats`` batches of about ``batch_seconds``."""
-    func()
-    start = time.perf_counter()
-    func()
-    one = max(time.perf_counter() - start, 1e-7)
-    number = max(1, min(10_000, int(batch_seconds / one)))
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            func()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
+    """Best per-call time over short batches (at most 10,000 calls each)."""
+    return timing.best_seconds(func, batch_seconds, repeats, max_number=10_000)
 
 
 def stack_grid(points: int, seed: int = 0) -> list[tuple[int, int, int, int]]:

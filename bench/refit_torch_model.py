@@ -27,7 +27,6 @@ import argparse
 import functools
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import torch  # noqa: E402
+from timing import best_seconds  # noqa: E402
 from vocabulary import make_case, vocabulary  # noqa: E402
 
 from contractions import make_plan, make_schedule  # noqa: E402
@@ -48,19 +48,6 @@ FIELDS = ("ns_per_op", "ns_per_matmul_call", "ns_per_einsum_call", "ns_per_einsu
           "ns_per_mac", "ns_per_copied_element", "einsum_copy_share")
 
 
-def best_seconds(func, batch_seconds: float = 0.02, repeats: int = 5) -> float:
-    func()
-    start = time.perf_counter()
-    func()
-    one = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(batch_seconds / one))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            func()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
 
 
 def measurements(strings: list[str], sizes: list[str]) -> list[tuple[object, float, float]]:

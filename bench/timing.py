@@ -49,6 +49,27 @@ def interleaved_medians(
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def best_seconds(func: Callable[[], object], batch_seconds: float = 0.02, repeats: int = 5,
+                 max_number: int | None = None) -> float:
+    """Best (smallest) per-call time over ``repeats`` batches of about ``batch_seconds`` (at
+    most ``max_number`` calls a batch): the model-fitting scripts' measure, where the minimum
+    is the least disturbed sample."""
+    func()
+    start = time.perf_counter()
+    func()
+    one = max(time.perf_counter() - start, 1e-7)
+    number = max(1, int(batch_seconds / one))
+    if max_number is not None:
+        number = min(max_number, number)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            func()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
 def seconds_within_cap(func: Callable[[], object], cap: float) -> float | None:
     """Seconds of one call of ``func`` run in a forked child, or None if it ran past ``cap``.
 

@@ -37,10 +37,9 @@ def test_a_coding_cookie_that_cannot_decode_source_is_a_finding(tmp_path, codec)
     assert len(lines) == 2
 
 
-def test_an_unreadable_file_under_a_directory_is_a_finding(tmp_path, monkeypatch):
-    secret = tmp_path / "a_secret.py"
-    secret.write_text("x = 1\n")
-    (tmp_path / "b_ok.py").write_text(MISSING)
+def _refuse_to_open(monkeypatch, secret: Path) -> None:
+    """The scanner's ``open`` raises PermissionError for ``secret`` (root reads mode-000 files,
+    so a chmod would not do)."""
     real_open = open
 
     def guarded(path, *args, **kwargs):
@@ -49,6 +48,13 @@ def test_an_unreadable_file_under_a_directory_is_a_finding(tmp_path, monkeypatch
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(scan, "open", guarded, raising=False)
+
+
+def test_an_unreadable_file_under_a_directory_is_a_finding(tmp_path, monkeypatch):
+    secret = tmp_path / "a_secret.py"
+    secret.write_text("x = 1\n")
+    (tmp_path / "b_ok.py").write_text(MISSING)
+    _refuse_to_open(monkeypatch, secret)
     code, lines, _ = check(tmp_path)
     assert code == 1
     assert lines == [f"{secret}:1:1: CT901 cannot read: Permission denied",
@@ -75,14 +81,7 @@ def test_an_unreadable_root_is_a_usage_error(tmp_path, monkeypatch):
 def test_an_unreadable_root_file_is_a_usage_error(tmp_path, monkeypatch):
     secret = tmp_path / "m.py"
     secret.write_text(MISSING)
-    real_open = open
-
-    def guarded(path, *args, **kwargs):
-        if Path(path) == secret:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(scan, "open", guarded, raising=False)
+    _refuse_to_open(monkeypatch, secret)
     code, _, err = check(secret)
     assert code == 2 and "Permission denied" in err
 
