@@ -423,7 +423,8 @@ def test_docs_skip_rather_than_fail_when_a_framework_is_hidden(hidden: str) -> N
 
 
 # ---- what the documents cite and how they say to install ---------------------------------------
-MARKDOWN_FILES = ("README.md", "CLAUDE.md", "docs/*.md", "dev/*.md", "bench/*.md")
+MARKDOWN_FILES = ("README.md", "CLAUDE.md", "CHANGELOG.md", "CONTRIBUTING.md", "docs/**/*.md", "dev/*.md",
+                  "bench/*.md")
 CITING_FILES = (*MARKDOWN_FILES, "examples/*.py", "tests/*.py", "tests/*.txt", "bench/*.py",
                 "contractions/**/*.py")
 # Built from parts so that this file does not match itself.
