@@ -438,11 +438,18 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
     # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
     # the operands and re-plans for theirs: see `_guarded`)
-    if len(subscripts) <= HOT_KEY_MAX_CHARS:
-        if len(_HOT) >= HOT_CACHE_SIZE:
-            _HOT.clear()
-        _HOT[key] = run
+    _remember(_HOT, key, subscripts, run)
     return run(*operands)
+
+
+def _remember(hot: dict[tuple[Any, ...], Callable[..., Any]], key: tuple[Any, ...],
+              subscripts: str, run: Callable[..., Any]) -> None:
+    """Keep ``run`` in a hot dict (cleared when full; strings over `HOT_KEY_MAX_CHARS` are
+    left to the byte-bounded caches)."""
+    if len(subscripts) <= HOT_KEY_MAX_CHARS:
+        if len(hot) >= HOT_CACHE_SIZE:
+            hot.clear()
+        hot[key] = run
 
 
 # The hot path of the other array libraries (JAX, torch, ...): default options, keyed on
@@ -482,11 +489,8 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
-    if (hot_key is not None and len(subscripts) <= HOT_KEY_MAX_CHARS
-            and all(a is op for a, op in zip(arrays, operands))):
-        if len(_FOREIGN_HOT) >= HOT_CACHE_SIZE:
-            _FOREIGN_HOT.clear()
-        _FOREIGN_HOT[hot_key] = run
+    if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
+        _remember(_FOREIGN_HOT, hot_key, subscripts, run)
     if out is None:
         return run(*arrays)
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
