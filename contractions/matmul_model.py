@@ -46,6 +46,7 @@ __all__ = [
     "NS_PER_MAC",
     "NS_PER_MATRIX_ELEMENT",
     "NS_PER_COPIED_ELEMENT",
+    "NS_PER_INNER_LOOP",
     "NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT",
     "NS_PER_FRESH_ELEMENT",
     "FRESH_BUFFER_ELEMENTS",
@@ -180,6 +181,12 @@ DIRECT_FEW_LABELS = 7
 EINSUM_VECTOR_STEP_MAX_MACS = 256
 # einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above).
 NS_PER_EINSUM_MAC = 0.5
+# a broadcast product pays per innermost loop too: numpy's iterator restarts its inner loop
+#   for every run of the result's trailing axes that the operands hold alike, ~12 ns a loop
+#   (measured: a (65536,4,4) product of two strided blocks ran at 9.2 ns an element against
+#   2.1 with 20-long runs, which made a 35-block run 3x slower than the model said).
+NS_PER_INNER_LOOP = 12.0
+
 # Python work per block of a blocked schedule: slicing the operands, one call per step inside
 # the loop, the write into the result (measured: ~9 us for a block of two tiny steps, ~14 us
 # with the machine loaded).
@@ -275,8 +282,9 @@ class CostModel(Protocol):
     def fresh_buffer_ns(self, elements: int) -> float:
         """First-touch cost of a fresh result of ``elements``."""
 
-    def multiply_ns(self, elements: int) -> float:
-        """A broadcast elementwise product writing ``elements``."""
+    def multiply_ns(self, elements: int, inner: int = 0) -> float:
+        """A broadcast elementwise product writing ``elements`` in innermost loops of
+        ``inner`` elements (0: unknown, long)."""
 
     def einsum_ns(self, macs: int) -> float:
         """One einsum loop over ``macs`` multiply-adds (a small vector-like step)."""
@@ -307,6 +315,7 @@ class NumpyCostModel:
     ns_per_batched_right_transpose_element: float = NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT
     ns_per_fresh_element: float = NS_PER_FRESH_ELEMENT
     fresh_buffer_elements: int = FRESH_BUFFER_ELEMENTS
+    ns_per_inner_loop: float = NS_PER_INNER_LOOP
     ns_per_einsum_mac: float = NS_PER_EINSUM_MAC
     einsum_vector_step_max_macs: int = EINSUM_VECTOR_STEP_MAX_MACS
     ns_per_block: float = NS_PER_BLOCK
@@ -328,8 +337,9 @@ class NumpyCostModel:
     def fresh_buffer_ns(self, elements: int) -> float:
         return self.ns_per_fresh_element * elements if elements > self.fresh_buffer_elements else 0.0
 
-    def multiply_ns(self, elements: int) -> float:
-        return self.ns_per_copied_element * elements
+    def multiply_ns(self, elements: int, inner: int = 0) -> float:
+        loops = elements / inner if inner else 0.0
+        return self.ns_per_copied_element * elements + self.ns_per_inner_loop * loops
 
     def einsum_ns(self, macs: int) -> float:
         return self.ns_per_einsum_mac * macs

@@ -432,6 +432,21 @@ def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inne
                 shape=(*stack, n_outer, n_inner), contiguous_first=True)
 
 
+def _inner_run(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int]) -> int:
+    """The length of the innermost loop of a broadcast product written in ``order``: its
+    trailing labels that both operands hold, or one holds, alike (numpy's iterator merges
+    such axes into one loop; a change of which operand holds a label breaks the run)."""
+    run = 1
+    side = None
+    for lab in reversed(order):
+        here = (lab in lx, lab in ly)
+        if side is not None and here != side:
+            break
+        side = here
+        run *= extents[lab]
+    return run
+
+
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
           extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
           model: CostModel = NUMPY_MODEL) -> Step:
@@ -460,7 +475,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
                     result=order, result_shape=shape, kernel="multiply", einsum=None,
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
-                    swap=False, layout=None, cost_ns=model.multiply_ns(math.prod(shape)))
+                    swap=False, layout=None,
+                    cost_ns=model.multiply_ns(math.prod(shape), _inner_run(order, lx, ly, extents)))
 
     layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
     nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
@@ -905,6 +921,12 @@ def _limit_for(peak: int) -> int:
 BLOCKING_WORTH = 1.25
 
 
+#: A cut along batch labels only (see `_blocked`) is preferred unless a cut of other labels
+#: models at least this much faster (measured at large size: a cut of a free letter into
+#: chunks of 2 modelled 1.14x the batch cut's time and ran 2.1x it).
+BATCH_CUT_WORTH = 1.5
+
+
 #: The most blocks a blocked schedule may have.  A limit that would need more is refused
 #: (`MemoryLimitError`, naming the smallest limit that works) before any arithmetic: past
 #: this, Python overhead per block dominates any call, and planning and compiled programs
@@ -916,7 +938,7 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) 
     """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged)."""
     result = size_of(step.result, ext)
     if step.kernel == "multiply":
-        return model.multiply_ns(result)
+        return model.multiply_ns(result, _inner_run(step.result, step.x_labels, step.y_labels, ext))
     if step.kernel == "einsum" or step.layout is None:
         every = set(step.x_labels) | set(step.y_labels)
         return model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
@@ -933,6 +955,13 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) 
     if q.transposed and calls > 1:
         cost += model.batched_right_transpose_ns(calls, rows, cols)
     return cost + model.fresh_buffer_ns(result)
+
+
+def _write_ns(elements: int, accumulate: bool, model: CostModel) -> float:
+    """Writing one block's result into its slice of the output: a strided copy, or, when a
+    contracted label is cut, a read-add-write of the slice (measured: the adds of a 64-block
+    accumulating run took a fifth of its time, which the per-step costs never saw)."""
+    return model.copy_ns(elements) * (3 if accumulate else 1)
 
 
 def step_tokens(schedule: Schedule) -> tuple[tuple[tuple[str, int], tuple[str, int]], ...]:
@@ -1003,11 +1032,12 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
                 if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
                         and _operand_token(base, j, ext, True)[2]):
                     per_block += model.copy_ns(size_of(inputs[j], ext))
+        per_block += _write_ns(size_of(output, ext), bool(cut - set(output)), model)
         cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
         return peak, cost, n_blocks
 
-    def greedy(by_rate: bool, target: int, start: dict[int, int], kept: frozenset[int] = frozenset()
-               ) -> tuple[bool, dict[int, int], int, float, int]:
+    def greedy(by_rate: bool, target: int, start: dict[int, int], kept: frozenset[int] = frozenset(),
+               allowed: Sequence[int] = labels) -> tuple[bool, dict[int, int], int, float, int]:
         """(whether the peak reached ``target``, the chunks, the smallest peak seen, the
         modelled time, the peak) of halving labels one at a time, never past `MAX_BLOCKS`."""
         chunks = dict(start)
@@ -1015,7 +1045,7 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         smallest = peak
         while peak > target:
             best: tuple[tuple[Any, ...], dict[int, int], int, float] | None = None
-            for lab in labels:
+            for lab in allowed:
                 if chunks[lab] == 1 or lab in kept:
                     continue
                 trial = dict(chunks)
@@ -1039,6 +1069,14 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         found: list[tuple[float, dict[int, int], int]] = []
         stuck: list[dict[int, int]] = []
         smallest = math.inf
+        if batch_like:
+            # Cuts along labels every step batches over keep each step's BLAS shapes and need
+            # no accumulation: the model prices the narrow products other cuts make least
+            # reliably, so such a cut is kept unless another models `BATCH_CUT_WORTH` faster.
+            ok, chunks, reached, cost, peak = greedy(True, target, whole, allowed=batch_like)
+            smallest = min(smallest, reached)
+            if ok:
+                found.append((cost / BATCH_CUT_WORTH, chunks, peak))
         for by_rate in (True, False):
             ok, chunks, reached, cost, peak = greedy(by_rate, target, whole)
             smallest = min(smallest, reached)
@@ -1057,6 +1095,9 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
                         found.append((cost, chunks, peak))
         return found, smallest
 
+    batch_like = [lab for lab in labels if lab in output and all(
+        lab in step.batch for step in base.steps
+        if step.kernel == "matmul" and (lab in step.x_labels or lab in step.y_labels))]
     target = max(1, int(limit * BLOCK_HEADROOM))
     whole = {lab: extents[lab] for lab in labels}
     smallest = math.inf
@@ -1066,7 +1107,11 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         if not found:
             return None, int(smallest)
         cost, chunks, peak = min(found, key=lambda f: f[0])
-        chunks, peak, cost = _improve(chunks, peak, cost, target, labels, extents, measure)
+        if all(chunks[lab] == extents[lab] for lab in labels if lab not in batch_like):
+            cost = measure(chunks)[1]
+            chunks, peak, cost = _improve(chunks, peak, cost, target, batch_like, extents, measure)
+        else:
+            chunks, peak, cost = _improve(chunks, peak, cost, target, labels, extents, measure)
         blocked = _assemble(base, chunks, labels, use_einsum, model)
         if blocked.peak_extra <= limit:
             return replace(blocked, memory_limit=limit), int(min(smallest, blocked.peak_extra))
@@ -1114,6 +1159,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
     counts = tuple(-(-extents[lab] // chunks[lab]) for lab in sliced_labels)
     sliced, hoisted = _structure(base, set(sliced_labels))
     loop = [k for k in range(len(base.steps)) if k not in set(hoisted)]
+    accumulate = any(lab not in output for lab in sliced_labels)
     variants: list[tuple[tuple[int, ...], Schedule]] = []
     total = sum(base.steps[k].cost_ns for k in hoisted)
     peak = 0
@@ -1127,12 +1173,13 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         variants.append((lengths, block))
         how_many = math.prod(
             (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
-        total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop))
+        total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop)
+                             + _write_ns(size_of(output, block.extents), accumulate, model))
         peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
     first = variants[0][1]
     blocking = Blocking(
         labels=sliced_labels, chunks=sizes, counts=counts,
-        accumulate=any(lab not in output for lab in sliced_labels),
+        accumulate=accumulate,
         operand_axes=tuple(tuple(tuple(a for a, (l2, n) in enumerate(zip(t, s)) if l2 == lab and n != 1)
                                  for lab in sliced_labels) for t, s in zip(inputs, shapes)),
         output_axes=tuple(tuple(a for a, l2 in enumerate(output) if l2 == lab) for lab in sliced_labels),
