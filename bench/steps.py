@@ -37,8 +37,8 @@ def timed_run(schedule, arrays, repeats: int = 3):
     counter = iter(range(10**9))
     owner: dict[int, int] = {}
 
-    def timing_step_fn(step, ops):
-        kernel = original(step, ops)
+    def timing_step_fn(step, ops, intermediate=False):
+        kernel = original(step, ops, intermediate)
         index = schedule_index[id(step)] if id(step) in schedule_index else next(counter)
         owner[id(kernel)] = index
 

@@ -132,7 +132,7 @@ def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], .
     plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
                               backend.uses_einsum)
     run = module.compile(plan, schedule, options)
-    if layouts is None and backend is _NUMPY and _copies_could_break(schedule):
+    if layouts is None and backend is _NUMPY and _layout_matters(schedule):
         return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
     return run
 
@@ -146,13 +146,13 @@ _compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES,
                                weigh_results=False)(_compile)
 
 
-def _copies_could_break(schedule: Schedule) -> bool:
-    """Could copies of strided or converted operands (which a schedule planned for
-    C-contiguous operands of one dtype does not count) take a call past its limit?"""
-    if schedule.memory_limit is None or schedule.strategy != "pairwise":
-        return False
-    operands = sum(math.prod(s) for s in schedule.shapes)
-    return schedule.peak_extra + operands > schedule.memory_limit
+def _layout_matters(schedule: Schedule) -> bool:
+    """Does this schedule (planned for C-contiguous operands of one dtype) run differently on
+    other layouts?  A pairwise run does: a Fortran operand is read through its transpose
+    instead of copied, and a strided or converted one is copied where the schedule counts it
+    (so the call allocates what ``explain`` says, and blocks if the copies would break the
+    limit).  One einsum call reads any strides itself."""
+    return schedule.strategy == "pairwise"
 
 
 def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,

@@ -94,7 +94,9 @@ def test_steps_without_a_cut_label_run_once_before_the_blocks():
             return out
         return run
 
-    ops = NUMPY_OPS.__class__(**{**NUMPY_OPS.__dict__, "matmul": logged(NUMPY_OPS.matmul)})
+    assert NUMPY_OPS.matmul_c is not None   # intermediates are asked for in C order
+    ops = NUMPY_OPS.__class__(**{**NUMPY_OPS.__dict__, "matmul": logged(NUMPY_OPS.matmul),
+                                 "matmul_c": logged(NUMPY_OPS.matmul_c)})
     got = compile_schedule(expr.schedule, ops)(a, b, c, d)
     close(got, np.einsum("ab,bc,wc,wd->wad", a, b, c, d))
     assert log.count(100) == 1 and len(log) == 1 + blocking.n_blocks
@@ -222,6 +224,9 @@ CASES = [
     ("Wi,iK,WK->WK", [(400, 50), (50, 400), (400, 400)]),
     ("WCa,Caib,WCi->WCb", [(60, 2, 40), (2, 40, 50, 30), (60, 2, 50)]),
     ("ab,bc,Wc,Wd->Wad", [(30, 30), (30, 30), (2000, 30), (2000, 20)]),
+    # its first step reads a permuted view: matmul's result must still be a C array, or the
+    # next step copies it (0.5M elements past the count before intermediates asked for C)
+    ("WCpqr,Cip,Cjq,Ckr->WCijk", [(36, 64, 6, 6, 6), (64, 6, 6), (64, 6, 6), (64, 6, 6)]),
 ]
 
 
@@ -270,7 +275,9 @@ def test_peak_extra_is_what_the_call_allocates(case, layout, mix):
 
 def schedule_module_layouts(operands, dtype):
     target = np.dtype(dtype) if dtype is not None else np.result_type(*operands)
-    codes = tuple((0 if a.flags.c_contiguous else schedule_module.STRIDED)
+    # what the call passes: C arrays 0, Fortran arrays read through their transpose, others strided
+    codes = tuple((0 if a.flags.c_contiguous else schedule_module.FORTRAN if a.flags.f_contiguous
+                   else schedule_module.STRIDED)
                   | (schedule_module.CONVERTED if a.dtype != target else 0) for a in operands)
     return codes if any(codes) else None
 

@@ -219,7 +219,9 @@ class Recorder:
                 return out
             return run
 
+        assert NUMPY_OPS.matmul_c is not None
         self.ops = replace(NUMPY_OPS, matmul=logged("matmul", NUMPY_OPS.matmul),
+                           matmul_c=logged("matmul", NUMPY_OPS.matmul_c),
                            multiply=logged("multiply", NUMPY_OPS.multiply),
                            einsum=logged("einsum", NUMPY_OPS.einsum))
 

@@ -56,6 +56,9 @@ class ArrayOps:
     empty: Callable[[tuple[int, ...], Any, Any], Any] | None = None
     set_block: Callable[[Any, tuple[slice, ...], Any], None] | None = None   # out[idx] = block
     add_block: Callable[[Any, tuple[slice, ...], Any], None] | None = None   # out[idx] += block
+    # matmul whose result is C-ordered whatever its operands' layout (for intermediates,
+    # which the schedule counts as C arrays); None: ``matmul``'s results always are
+    matmul_c: Callable[[Any, Any], Any] | None = None
 
 
 def _chain(fns: Sequence[Fn]) -> Fn | None:
@@ -125,7 +128,8 @@ def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
     return _chain(fns)
 
 
-def _step_fn(step: Step, ops: ArrayOps) -> Callable[[Any, Any], Any]:
+def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False) -> Callable[[Any, Any], Any]:
+    """The kernel of one step; ``intermediate``: its result feeds another step."""
     kernel: Callable[[Any, Any], Any]
     if step.kernel == "einsum":
         kernel = functools.partial(ops.einsum, step.einsum)
@@ -138,7 +142,8 @@ def _step_fn(step: Step, ops: ArrayOps) -> Callable[[Any, Any], Any]:
 
     else:
         assert step.x_view is not None and step.y_view is not None
-        vx, vy, matmul, reshape = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.matmul, ops.reshape
+        vx, vy, reshape = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.reshape
+        matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
         shape = step.result_shape
         if step.swap:
 
@@ -204,7 +209,9 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
         return run
 
     preps = tuple(_prep_fn(p, ops) for p in schedule.preparations)
-    steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops)) for s in schedule.steps)
+    last = len(schedule.steps) - 1
+    steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops, k < last))
+                  for k, s in enumerate(schedule.steps))
     finish = _finish_fn(schedule.finish, ops, scalar)
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
     fixed = dtype
@@ -243,7 +250,7 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     loop = [k for k in range(len(schedule.steps)) if k not in hoisted]
     # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.
     unsliced = [(k, _prep_fn(schedule.preparations[k], ops)) for k in range(n) if not sliced[k]]
-    prologue = [(tokens[k][0], tokens[k][1], ("s", k), _step_fn(schedule.steps[k], ops))
+    prologue = [(tokens[k][0], tokens[k][1], ("s", k), _step_fn(schedule.steps[k], ops, True))
                 for k in sorted(hoisted)]
     needed = {t for k in loop for t in tokens[k]}
     last: tuple[str, int] = ("s", len(schedule.steps) - 1) if schedule.steps else ("o", 0)
@@ -253,7 +260,8 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
         assert inner.finish is not None
         bodies[lengths] = (
             tuple((k, _prep_fn(inner.preparations[k], ops)) for k in range(n) if sliced[k]),
-            tuple((tokens[k][0], tokens[k][1], ("s", k), _step_fn(inner.steps[k], ops)) for k in loop),
+            tuple((tokens[k][0], tokens[k][1], ("s", k),
+                   _step_fn(inner.steps[k], ops, k < len(inner.steps) - 1)) for k in loop),
             _finish_fn(replace(inner.finish, copy=False), ops, scalar))
     ranges = [[(start, min(start + chunk, extent)) for start in range(0, extent, chunk)]
               for chunk, extent in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
