@@ -50,6 +50,9 @@ __all__ = [
     "NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT",
     "NS_PER_FRESH_ELEMENT",
     "FRESH_BUFFER_ELEMENTS",
+    "CACHE_BLOCK_ELEMENTS",
+    "CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT",
+    "cache_bytes",
     "fresh_buffer_ns",
 ]
 
@@ -187,6 +190,14 @@ NS_PER_EINSUM_MAC = 0.5
 #   2.1 with 20-long runs, which made a 35-block run 3x slower than the model said).
 NS_PER_INNER_LOOP = 12.0
 
+# A bandwidth-bound chain (few FLOPs per element moved: matrix-vector chains, quadratic forms,
+# reductions after a product) whose intermediate outgrows the cache writes it out to memory
+# and reads it back; made in blocks of about CACHE_BLOCKS_PER_L2 L2 caches (float64), each
+# block's intermediate is consumed while still cached.  See bench/cache_blocks.py for the
+# measured sweep behind the size; CACHE_BLOCK_ELEMENTS = 0 turns it off.
+CACHE_BLOCKS_PER_L2 = 4
+CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT = 16
+
 # Python work per block of a blocked schedule: slicing the operands, one call per step inside
 # the loop, the write into the result (measured: ~9 us for a block of two tiny steps, ~14 us
 # with the machine loaded).
@@ -261,6 +272,44 @@ def best_matmul_layout(
 
 
 
+def cache_bytes(level: int = 2, fallback: int = 1 << 20) -> int:
+    """The size of this CPU's level-``level`` data cache, read from the OS (Linux sysfs,
+    then ``sysconf``); ``fallback`` (1 MiB, a common L2) where neither says.
+
+    >>> cache_bytes() > 0
+    True
+    """
+    import os
+
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(root)):
+            path = os.path.join(root, entry)
+            with open(os.path.join(path, "level")) as f:
+                if int(f.read()) != level:
+                    continue
+            with open(os.path.join(path, "type")) as f:
+                if f.read().strip() not in ("Data", "Unified"):
+                    continue
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            return int(text.rstrip("KMG")) * scale
+    except (OSError, ValueError):
+        pass
+    try:
+        size = os.sysconf(f"SC_LEVEL{level}_CACHE_SIZE")
+        if size > 0:
+            return int(size)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return fallback
+
+
+#: Elements per block of a bandwidth-bound chain (`CACHE_BLOCKS_PER_L2` of this machine's L2).
+CACHE_BLOCK_ELEMENTS = CACHE_BLOCKS_PER_L2 * cache_bytes(2) // 8
+
+
 class CostModel(Protocol):
     """What the schedule asks a backend's time model (nanoseconds; elements, not bytes).
 
@@ -298,6 +347,10 @@ class CostModel(Protocol):
     def direct_max_naive_cost(self, labels: int) -> int:
         """Largest naive loop count for which one einsum call beats a pairwise run."""
 
+    def cache_block_elements(self) -> int:
+        """Intermediates of a bandwidth-bound chain larger than this are made per block of
+        about this size, so each is consumed while still in cache (0: never)."""
+
 
 @dataclass(frozen=True)
 class NumpyCostModel:
@@ -323,6 +376,7 @@ class NumpyCostModel:
     direct_max_naive: int = DIRECT_MAX_NAIVE_COST
     direct_max_naive_many_labels: int = DIRECT_MAX_NAIVE_COST_MANY_LABELS
     direct_few_labels: int = DIRECT_FEW_LABELS
+    cache_elements: int = CACHE_BLOCK_ELEMENTS
 
     def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
         return calls * (self.ns_per_matmul_call + self.ns_per_mac * m * k * n
@@ -353,6 +407,9 @@ class NumpyCostModel:
     def direct_max_naive_cost(self, labels: int) -> int:
         return (self.direct_max_naive if labels <= self.direct_few_labels
                 else self.direct_max_naive_many_labels)
+
+    def cache_block_elements(self) -> int:
+        return self.cache_elements
 
 
 #: The default cost model: numpy on OpenBLAS, as fitted here.

@@ -36,6 +36,7 @@ from opt_einsum.helpers import flop_count as _flop_count
 from .errors import ContractionError, MemoryLimitError, PathError
 from .expand import symbol_past_letters
 from .matmul_model import (
+    CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT,
     DIRECT_FEW_LABELS,
     DIRECT_MAX_NAIVE_COST,
     DIRECT_MAX_NAIVE_COST_MANY_LABELS,
@@ -191,7 +192,8 @@ class Blocking:
     sliced operands along ``operand_axes[k]`` (per cut label, the axes of operand ``k``
     carrying it), runs those steps of the schedule in ``inner`` for its chunk sizes, and
     writes its result into the output at ``output_axes`` (or, for a label summed over,
-    adds it: ``accumulate``).
+    adds it: ``accumulate``).  ``purpose`` says why: ``'memory'`` (the limit) or
+    ``'cache'`` (a bandwidth-bound chain, its intermediates kept cache-sized).
     """
 
     labels: Labels
@@ -203,6 +205,7 @@ class Blocking:
     inner: tuple[tuple[tuple[int, ...], Schedule], ...]
     hoisted: tuple[int, ...] = ()
     sliced: tuple[bool, ...] = ()
+    purpose: str = "memory"
 
     @property
     def n_blocks(self) -> int:
@@ -854,6 +857,41 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
                          strict=memory_limit != "default", model=cost_model)
 
 
+def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Schedule:
+    """``schedule`` in cache-sized blocks where it is a bandwidth-bound chain whose
+    intermediates outgrow the cache (`matmul_model.CACHE_BLOCK_ELEMENTS`); else unchanged.
+    Only under a memory bound: ``memory_limit=None`` means one unblocked run (and is what
+    backends that cannot run blocks get).
+
+    Bandwidth-bound: at most `CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT` FLOPs per element its steps
+    read or write.  Kept only when the blocks cost at most `CACHE_BLOCK_OVERHEAD` of the
+    modelled time (the model prices the per-block work, not the cache it saves).
+    """
+    cache = model.cache_block_elements()
+    steps = schedule.steps
+    if (not cache or schedule.memory_limit is None or schedule.strategy != "pairwise"
+            or schedule.blocking is not None or len(steps) < 2):
+        return schedule
+    ext = schedule.extents
+    largest = max(size_of(step.result, ext) for step in steps[:-1])
+    moved = sum(size_of(step.x_labels, ext) + size_of(step.y_labels, ext) + step.result_size
+                for step in steps)
+    if largest <= 2 * cache or sum(step.flops for step in steps) > (
+            CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT * moved):
+        return schedule
+    blocked, _ = _blocked(replace(schedule, memory_limit=None), _limit_for(cache), use_einsum, model)
+    if (blocked is None or blocked.blocking is None or blocked.blocking.accumulate
+            or blocked.peak_extra > 2 * cache
+            or blocked.cost_ns > CACHE_BLOCK_OVERHEAD * schedule.cost_ns):
+        return schedule
+    return replace(blocked, memory_limit=schedule.memory_limit,
+                   blocking=replace(blocked.blocking, purpose="cache"))
+
+
+#: Cache-sized blocks are kept while they model at most this much slower than one run.
+CACHE_BLOCK_OVERHEAD = 1.15
+
+
 def _resolve_limit(memory_limit: Any, shapes: tuple[Shape, ...], output_shape: Shape) -> int | None:
     if memory_limit is None:
         return None
@@ -1202,9 +1240,14 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     'ab,ab->a'
     """
     exp = plan.expansion
-    return schedule_labels(exp.inputs, exp.output, plan.shapes, normalise_optimize(optimize),
-                           use_einsum=use_einsum, memory_limit=memory_limit,
-                           extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
+    optimize = normalise_optimize(optimize)
+    schedule = schedule_labels(exp.inputs, exp.output, plan.shapes, optimize,
+                               use_einsum=use_einsum, memory_limit=memory_limit,
+                               extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
+    if optimize != "auto":
+        return schedule   # an explicit path or optimizer: run it as asked
+    # Here, not in `schedule_labels`: the blocks' own schedules come from there, unblocked.
+    return _cache_blocked(schedule, use_einsum, cost_model)
 
 
 def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> list[str]:
@@ -1226,7 +1269,8 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
         cuts = ", ".join(f"{labels([lab])} in {n} chunks of {c}"
                          for lab, c, n in zip(blocking.labels, blocking.chunks, blocking.counts))
         how = "adding block results" if blocking.accumulate else "each written into its slice"
-        loop_header = f"blocks: {blocking.n_blocks} ({cuts}; {how}); each block runs:"
+        why = ", cache-sized: a bandwidth-bound chain" if blocking.purpose == "cache" else ""
+        loop_header = f"blocks: {blocking.n_blocks} ({cuts}; {how}{why}); each block runs:"
     prep_lines = []
     for k, prep in enumerate(schedule.preparations):
         if prep.is_identity:

@@ -7,6 +7,7 @@ hand-expanded strings; memory is measured with tracemalloc (numpy reports its ar
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -31,7 +32,8 @@ from contractions import (
 from contractions import schedule as schedule_module
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
-from contractions.schedule import MAX_BLOCKS, schedule_labels
+from contractions.matmul_model import NUMPY_MODEL
+from contractions.schedule import MAX_BLOCKS, describe_schedule, schedule_labels
 from contractions.testing.oracle import loop_contract
 
 from ._strategies import grouped_problems, needed_supplements
@@ -362,3 +364,34 @@ def test_the_array_api_backend_compiles_the_schedule_it_is_given():
                                   backend_named("array_api").uses_einsum)
     assert {step.kernel for step in schedule.steps} <= {"matmul", "multiply"}
     assert array_api_backend.standard_schedule(plan, schedule) is schedule     # not re-planned
+
+
+# --------------------------------------------------------------- cache-sized blocks
+def _small_cache(elements: int):
+    return dataclasses.replace(NUMPY_MODEL, cache_elements=elements)
+
+
+def test_a_bandwidth_bound_chain_runs_in_cache_sized_blocks():
+    r = seeded("cache")
+    x, m, y = r.standard_normal((200_000, 8)), r.standard_normal((8, 8)), r.standard_normal((200_000, 8))
+    plan = make_plan("Bi,ij,Bj->B", (x.shape, m.shape, y.shape), ())
+    schedule = make_schedule(plan, memory_limit="default", cost_model=_small_cache(65536))
+    blocking = schedule.blocking
+    assert blocking is not None and blocking.purpose == "cache" and blocking.n_blocks > 1
+    assert not blocking.accumulate and schedule.peak_extra <= 2 * 65536
+    assert schedule.memory_limit == make_schedule(plan, memory_limit="default").memory_limit
+    assert make_schedule(plan, memory_limit=None, cost_model=_small_cache(65536)).blocking is None
+    close(compile_schedule(schedule, NUMPY_OPS)(x, m, y), np.einsum("bi,ij,bj->b", x, m, y))
+    assert "cache-sized: a bandwidth-bound chain" in "\n".join(describe_schedule(schedule))
+
+
+@pytest.mark.parametrize("subscripts,shapes,optimize,cache", [
+    ("ij,jk,kl->il", [(300, 300)] * 3, "auto", 4096),             # compute-bound: BLAS blocks itself
+    ("Bi,ij,Bj->B", [(200_000, 8), (8, 8), (200_000, 8)], "greedy", 65536),   # a path asked for
+    ("Bi,ij,Bj->B", [(200_000, 8), (8, 8), (200_000, 8)], "auto", 0),         # turned off
+    ("Bi,ij,Bj->B", [(8_000, 8), (8, 8), (8_000, 8)], "auto", 65536),         # it fits already
+])
+def test_cache_sized_blocks_only_where_they_apply(subscripts, shapes, optimize, cache):
+    plan = make_plan(subscripts, tuple(shapes), ())
+    schedule = make_schedule(plan, optimize, memory_limit="default", cost_model=_small_cache(cache))
+    assert schedule.blocking is None
