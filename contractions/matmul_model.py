@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "CostModel",
@@ -290,6 +290,11 @@ class CostModel(Protocol):
     def direct_max_naive_cost(self, labels: int) -> int:
         """Largest naive loop count for which one einsum call beats a pairwise run."""
 
+    def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
+        """Run this pairwise ``schedule`` as one einsum call along the returned path instead
+        of its steps (a backend whose single einsum call is cheaper than dispatching the steps:
+        torch); None keeps the steps.  ``optimize`` is the normalised ``optimize=``."""
+
 
 @dataclass(frozen=True)
 class NumpyCostModel:
@@ -343,6 +348,9 @@ class NumpyCostModel:
     def direct_max_naive_cost(self, labels: int) -> int:
         return (self.direct_max_naive if labels <= self.direct_few_labels
                 else self.direct_max_naive_many_labels)
+
+    def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
+        return None   # numpy: the steps past the direct threshold (np.einsum's pairs are slower)
 
 
 #: The default cost model: numpy on OpenBLAS, as fitted here.
