@@ -38,8 +38,8 @@ from .compat import (
 )
 from .errors import ContractionError, OperandCountError, OptionError, SizeMismatchError, quoted
 from .expand import ellipsis_ranks, expand
-from .parser import parse
 from .matmul_model import NUMPY_MODEL
+from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import CONVERTED, FORTRAN, STRIDED, Schedule, _checked_path, make_schedule, normalise_optimize
 from .solver import identifiability, solve_call
