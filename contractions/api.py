@@ -934,7 +934,8 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     strategy = f"{schedule.strategy}, " if runs_steps else ""
     lines.append(f"backend         {chosen.name} ({strategy}optimize={schedule.optimizer!r})")
     path = f"{[tuple(p) for p in schedule.path]}"
-    if runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1:
+    if (runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1
+            and not getattr(module, "EINSUM_TAKES_PATH", False)):
         path += "  (not taken: one einsum call; pass it as optimize= to run pairwise)"
     lines.append(f"path            {path}")
     lines.append("schedule")

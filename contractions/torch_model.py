@@ -146,9 +146,10 @@ class TorchCostModel:
         """The schedule's question (`matmul_model.CostModel`): the path of the one
         ``torch.einsum`` to run instead of the steps, or None to run the steps.
 
-        The candidates are the schedule's path and, with the default ``optimize``, the one
-        ``torch.einsum`` itself would search for (opt_einsum's ``'auto'`` on the same problem),
-        found here once instead of on every call.  The steps are kept only when modelled at
+        The einsum runs along the schedule's path, or, with the default ``optimize``, along
+        the one ``torch.einsum`` itself would search for (opt_einsum's ``'auto'`` on the same
+        problem, found here once instead of on every call) when that is modelled at most
+        ``steps_margin`` of the schedule's.  The steps are kept only when modelled at
         most ``steps_margin`` of the best einsum and free of ``einsum`` kernels (torch runs a
         pairwise einsum through the same C++ as the single call, plus the dispatches; its
         copies of strided operands are what the model prices worst); a schedule without an
@@ -156,11 +157,14 @@ class TorchCostModel:
         """
         if schedule.einsum is None or schedule.blocking is not None:
             return None
-        options = [(self.one_einsum_ns(schedule), schedule.path)]
+        cost, path = self.one_einsum_ns(schedule), schedule.path
         own = torch_default_path(schedule) if optimize == "auto" else None
         if own is not None and own != schedule.path:
-            options.append((self.one_einsum_ns(schedule, own), own))
-        cost, path = min(options, key=lambda o: o[0])
+            # The schedule's path unless torch's own is clearly cheaper: measured, the model
+            # ranks two einsum paths of equal MACs no better than chance.
+            own_cost = self.one_einsum_ns(schedule, own)
+            if own_cost < self.steps_margin * cost:
+                cost, path = own_cost, own
         if (schedule.strategy == "pairwise" and all(s.kernel != "einsum" for s in schedule.steps)
                 and self.steps_ns(schedule) < self.steps_margin * cost):
             return None

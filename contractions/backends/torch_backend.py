@@ -54,6 +54,8 @@ __all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", 
 TORCH_EINSUM_LETTERS = string.ascii_letters
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
 RUNS_SCHEDULE_STEPS = True
+#: ``explain``: a direct schedule's one einsum call runs along ``schedule.path`` here.
+EINSUM_TAKES_PATH = True
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:
