@@ -109,9 +109,9 @@ def report(name: str, model: TorchCostModel, rows) -> None:
     errors, right, worst = [], 0, 1.0
     for schedule, steps_s, einsum_s in rows:
         for modelled, measured in ((model.steps_ns(schedule), steps_s),
-                                   (model.einsum_ns(schedule), einsum_s)):
+                                   (model.one_einsum_ns(schedule), einsum_s)):
             errors.append(abs(modelled / (measured * 1e9) - 1))
-        picked = einsum_s if model.einsum_ns(schedule) < model.steps_ns(schedule) else steps_s
+        picked = einsum_s if model.one_einsum_ns(schedule) < model.steps_ns(schedule) else steps_s
         right += picked == min(steps_s, einsum_s)
         worst = max(worst, picked / min(steps_s, einsum_s))
     print(f"{name}: median relative error {statistics.median(errors):.2f}; picks the faster "

@@ -38,6 +38,7 @@ from .compat import (
 )
 from .errors import ContractionError, OperandCountError, OptionError, SizeMismatchError, quoted
 from .expand import ellipsis_ranks, expand
+from .matmul_model import NUMPY_MODEL
 from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import CONVERTED, FORTRAN, STRIDED, Schedule, _checked_path, make_schedule, normalise_optimize
@@ -114,10 +115,10 @@ HOT_KEY_MAX_CHARS = 4096
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              limit: Any = "default", layouts: tuple[int, ...] | None = None,
-             use_einsum: bool = True) -> tuple[Plan, Schedule]:
+             use_einsum: bool = True, cost_model: Any = None) -> tuple[Plan, Schedule]:
     plan = make_plan(subscripts, shapes, supplements)
     return plan, make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=limit,
-                               layouts=layouts)
+                               layouts=layouts, cost_model=cost_model or NUMPY_MODEL)
 
 
 def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
@@ -130,7 +131,7 @@ def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], .
         # fastest); no schedule is built, so a new shape costs only parse/solve/expand/plan.
         return module.compile(make_plan(subscripts, shapes, supplements), None, options)
     plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
-                              backend.uses_einsum)
+                              backend.uses_einsum, backend.cost_model)
     run = module.compile(plan, schedule, options)
     if layouts is None and backend is _NUMPY and _layout_matters(schedule):
         return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
@@ -494,7 +495,7 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     if out is None:
         return run(*arrays)
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
-                       layouts)
+                       layouts, backend.uses_einsum, backend.cost_model)
     _check_out(out, backend, plan, arrays, options)
     np.copyto(out, run(*arrays), casting="safe")
     return out
@@ -912,7 +913,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
             layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
                        if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
             plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
-                                      chosen.uses_einsum)
+                                      chosen.uses_einsum, chosen.cost_model)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
@@ -933,7 +934,8 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     strategy = f"{schedule.strategy}, " if runs_steps else ""
     lines.append(f"backend         {chosen.name} ({strategy}optimize={schedule.optimizer!r})")
     path = f"{[tuple(p) for p in schedule.path]}"
-    if runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1:
+    if (runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1
+            and not getattr(module, "EINSUM_TAKES_PATH", False)):
         path += "  (not taken: one einsum call; pass it as optimize= to run pairwise)"
     lines.append(f"path            {path}")
     lines.append("schedule")

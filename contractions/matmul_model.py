@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "CostModel",
@@ -351,6 +351,11 @@ class CostModel(Protocol):
         """Intermediates of a bandwidth-bound chain larger than this are made per block of
         about this size, so each is consumed while still in cache (0: never)."""
 
+    def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
+        """Run this pairwise ``schedule`` as one einsum call along the returned path instead
+        of its steps (a backend whose single einsum call is cheaper than dispatching the steps:
+        torch); None keeps the steps.  ``optimize`` is the normalised ``optimize=``."""
+
 
 @dataclass(frozen=True)
 class NumpyCostModel:
@@ -410,6 +415,9 @@ class NumpyCostModel:
 
     def cache_block_elements(self) -> int:
         return self.cache_elements
+
+    def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
+        return None   # numpy: the steps past the direct threshold (np.einsum's pairs are slower)
 
 
 #: The default cost model: numpy on OpenBLAS, as fitted here.

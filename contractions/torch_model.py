@@ -7,8 +7,12 @@ is the same BLAS products either way; what differs is the per-operation overhead
 each route makes.  This module prices both from a `Schedule` (pure Python, no torch import), so
 the choice is made once per shape signature, as data, like every other execution decision.
 
+`TorchCostModel` is a `matmul_model.CostModel`: the torch registry entry declares
+``cost_model=TORCH_MODEL``, the api plans torch calls with it, and `schedule.make_schedule`
+asks its `one_einsum_path` whether the schedule runs as its steps or as one einsum call along a
+path (``strategy='direct'`` with that ``path``).  The torch backend only compiles the answer.
 The constants are tunables fitted on one machine (``python bench/refit_torch_model.py`` prints
-re-fitted values; it edits nothing).  ``TORCH_MODEL`` is the instance the torch backend consults.
+re-fitted values; it edits nothing).
 
 >>> from contractions.plan import make_plan
 >>> from contractions.schedule import make_schedule
@@ -18,6 +22,11 @@ re-fitted values; it edits nothing).  ``TORCH_MODEL`` is the instance the torch 
 >>> plan = make_plan('Wa,Wab->Wb', ((4096, 64), (4096, 64, 64)), ())
 >>> TORCH_MODEL.choose(make_schedule(plan))[0]   # einsum's permute would copy the big operand
 'steps'
+>>> make_schedule(plan, cost_model=TORCH_MODEL).strategy   # the schedule carries the choice
+'pairwise'
+>>> plan = make_plan('OIJ,KI,KJ->KO', ((8,) * 6, (8,) * 4, (8,) * 4), (('O', 2),))
+>>> make_schedule(plan).strategy, make_schedule(plan, cost_model=TORCH_MODEL).strategy
+('pairwise', 'direct')
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from .matmul_model import NUMPY_MODEL, NumpyCostModel
 
 __all__ = ["TORCH_MODEL", "TorchCostModel"]
 
@@ -44,7 +55,9 @@ class TorchCostModel:
     (it permutes both operands to batch-free-contract order, which is a copy unless they
     already are in that order); ``steps_margin``: the steps are taken only when modelled at
     most this share of the best einsum route (one einsum along torch's own path is never
-    slower than ``torch.einsum``, so the steps must clearly win to be worth the risk).
+    slower than ``torch.einsum``, so the steps must clearly win to be worth the risk);
+    ``steps_model``: what prices the steps' own kernels and layouts for the schedule (the
+    same BLAS products and copies as numpy's, so numpy's fitted model by default).
     """
 
     ns_per_op: float = 1500.0
@@ -54,7 +67,8 @@ class TorchCostModel:
     ns_per_mac: float = 0.02
     ns_per_copied_element: float = 0.4
     einsum_copy_share: float = 0.75
-    steps_margin: float = 0.8
+    steps_margin: float = 0.5
+    steps_model: NumpyCostModel = NUMPY_MODEL
 
     # ------------------------------------------------------------------ the two routes
     def steps_features(self, schedule: Any) -> tuple[float, float, float, float]:
@@ -115,12 +129,12 @@ class TorchCostModel:
     def steps_ns(self, schedule: Any) -> float:
         """The schedule's own steps on torch: a dispatch per operation, its copies, its MACs."""
         if schedule.strategy == "direct":
-            return self.einsum_ns(schedule) + self.ns_per_op   # one einsum call (and a finish)
+            return self.one_einsum_ns(schedule) + self.ns_per_op   # one einsum call (and a finish)
         ops, calls, copied, macs = self.steps_features(schedule)
         return (ops * self.ns_per_op + calls * self.ns_per_matmul_call
                 + copied * self.ns_per_copied_element + macs * self.ns_per_mac)
 
-    def einsum_ns(self, schedule: Any, path: Any = None) -> float:
+    def one_einsum_ns(self, schedule: Any, path: Any = None) -> float:
         """One ``torch.einsum`` along ``path`` (default: the schedule's path)."""
         pairs, calls, copied, macs = self.einsum_features(schedule, path)
         return (self.ns_per_einsum_call + pairs * self.ns_per_einsum_pair
@@ -128,25 +142,72 @@ class TorchCostModel:
                 + self.einsum_copy_share * copied * self.ns_per_copied_element
                 + macs * self.ns_per_mac)
 
-    def choose(self, schedule: Any) -> tuple[str, Any]:
-        """The cheapest modelled route: ``('steps', None)`` (the schedule's own steps) or
-        ``('einsum', path)``, one ``torch.einsum`` along ``path``: the schedule's, or the one
-        ``torch.einsum`` itself would search for (opt_einsum's ``'auto'`` on the same
-        problem), found here once instead of on every call.
+    def one_einsum_path(self, schedule: Any, optimize: Any = "auto") -> tuple[tuple[int, ...], ...] | None:
+        """The schedule's question (`matmul_model.CostModel`): the path of the one
+        ``torch.einsum`` to run instead of the steps, or None to run the steps.
 
-        A schedule without an einsum string (more than 52 labels) or with blocks always runs
-        its steps.
+        The einsum runs along the schedule's path, or, with the default ``optimize``, along
+        the one ``torch.einsum`` itself would search for (opt_einsum's ``'auto'`` on the same
+        problem, found here once instead of on every call) when that is modelled at most
+        ``steps_margin`` of the schedule's.  The steps are kept only when modelled at
+        most ``steps_margin`` of the best einsum and free of ``einsum`` kernels (torch runs a
+        pairwise einsum through the same C++ as the single call, plus the dispatches; its
+        copies of strided operands are what the model prices worst); a schedule without an
+        einsum string (more than 52 labels) or with blocks always runs its steps.
         """
         if schedule.einsum is None or schedule.blocking is not None:
-            return "steps", None
-        options = [(self.einsum_ns(schedule), "einsum", schedule.path)]
-        own = torch_default_path(schedule)
+            return None
+        cost, path = self.one_einsum_ns(schedule), schedule.path
+        own = torch_default_path(schedule) if optimize == "auto" else None
         if own is not None and own != schedule.path:
-            options.append((self.einsum_ns(schedule, own), "einsum", own))
-        cost, _, path = min(options, key=lambda o: o[0])
-        if schedule.strategy == "pairwise" and self.steps_ns(schedule) < self.steps_margin * cost:
-            return "steps", None
-        return "einsum", path
+            # The schedule's path unless torch's own is clearly cheaper: measured, the model
+            # ranks two einsum paths of equal MACs no better than chance.
+            own_cost = self.one_einsum_ns(schedule, own)
+            if own_cost < self.steps_margin * cost:
+                cost, path = own_cost, own
+        if (schedule.strategy == "pairwise" and all(s.kernel != "einsum" for s in schedule.steps)
+                and self.steps_ns(schedule) < self.steps_margin * cost):
+            return None
+        return path
+
+    def choose(self, schedule: Any) -> tuple[str, Any]:
+        """``('steps', None)`` or ``('einsum', path)``: `one_einsum_path` as a route."""
+        path = self.one_einsum_path(schedule)
+        return ("steps", None) if path is None else ("einsum", path)
+
+    # ------------------------------------------------------------- the schedule's protocol
+    # The pairwise steps themselves (kernels, layouts, blocks) are priced as on numpy: the same
+    # BLAS products and copies, so the fitted numpy constants (``steps_model``) answer.
+    def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
+        return self.steps_model.matmul_ns(calls, m, k, n)
+
+    def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
+        return self.steps_model.batched_right_transpose_ns(calls, m, n)
+
+    def copy_ns(self, elements: int) -> float:
+        return self.steps_model.copy_ns(elements)
+
+    def fresh_buffer_ns(self, elements: int) -> float:
+        return self.steps_model.fresh_buffer_ns(elements)
+
+    def multiply_ns(self, elements: int, inner: int = 0) -> float:
+        return self.steps_model.multiply_ns(elements, inner)
+
+    def einsum_ns(self, macs: int) -> float:
+        return self.steps_model.einsum_ns(macs)
+
+    def einsum_step_max_macs(self) -> int:
+        return self.steps_model.einsum_step_max_macs()
+
+    def block_ns(self, steps: int) -> float:
+        return self.steps_model.block_ns(steps)
+
+    def direct_max_naive_cost(self, labels: int) -> int:
+        return self.steps_model.direct_max_naive_cost(labels)
+
+    def cache_block_elements(self) -> int:
+        # not measured for torch: an unbounded torch call stays one einsum or a few kernels
+        return 0
 
 
 def _macs(schedule: Any) -> float:

@@ -281,3 +281,60 @@ def test_torch_contract_does_not_import_jax():
                           text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["Tensor", "False"]
+
+
+def test_permutation_is_torch_einsums_result():
+    """'CWb->WCb' returns what torch.einsum returns for the hand-expanded string: a view, with
+    the same values and strides (no copy; numpy's backend copies instead)."""
+    x = randn(2, 3, 4, 5, 6)
+    ours, theirs = contract("CWb->WCb", x, len_C=2), torch.einsum("abcde->cdabe", x)
+    assert torch.equal(ours, theirs) and ours.stride() == theirs.stride()
+    assert ours.data_ptr() == x.data_ptr() == theirs.data_ptr()
+    assert ours.shape == (4, 5, 2, 3, 6)
+
+
+def test_errors_still_raise_on_the_warm_path():
+    """A warm signature is in the hot dict; a call that differs in shape, dtype or operand
+    count misses it and is checked: the same errors as a cold call."""
+    from contractions.errors import ContractionError, SizeMismatchError
+    x, y = randn(2, 3, 4), randn(4, 5)
+    contract("Wa,ab->Wb", x, y)
+    contract("Wa,ab->Wb", x, y)        # warm
+    with pytest.raises(SizeMismatchError, match="Wa,ab->Wb"):
+        contract("Wa,ab->Wb", x, randn(3, 5))
+    with pytest.raises(ContractionError, match="Wa,ab->Wb"):
+        contract("Wa,ab->Wb", x)
+    mixed = contract("Wa,ab->Wb", x, y.to(torch.float32))          # promoted, not refused
+    assert mixed.dtype == torch.float64
+    close(mixed, torch.einsum("ija,ab->ijb", x, y.to(torch.float32).to(torch.float64)))
+    with pytest.raises(TypeError, match="len_W"):
+        contract("Wa,ab->Wb", x, y, len_W=True)        # a bool is not a length
+    with pytest.raises(ContractionError, match="len_W"):
+        contract("Wa,ab->Wb", x, y, len_W=1)           # warm shapes, a contradicting len_W
+
+
+def test_traced_route_is_torch_einsum_on_the_expanded_string():
+    """Under torch.compile the graph AOTAutograd produces for contract equals the one for a
+    hand-written torch.einsum on the expanded string (so Inductor compiles the same thing)."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    graphs = {}
+
+    def capture(name):
+        def backend(gm, inputs):
+            def forward(g, _):
+                graphs[name] = [str(n.target) for n in g.graph.nodes if n.op == "call_function"]
+                return g
+            return aot_module_simplified(gm, inputs, fw_compiler=forward)
+        return backend
+
+    ops = [randn(2, 2, 3, 4), randn(2, 5, 4, 3), randn(2, 2, 5), randn(2, 3, 3)]
+    torch._dynamo.reset()
+    ours = torch.compile(lambda *t: contract("KCjq,Cpqr,Cip,Ckr->KCijk", *t), fullgraph=True,
+                         backend=capture("ours"))(*ops)
+    torch._dynamo.reset()
+    theirs = torch.compile(lambda *t: torch.einsum("ABjq,Bpqr,Bip,Bkr->ABijk", *t),
+                           fullgraph=True, backend=capture("theirs"))(*ops)
+    torch._dynamo.reset()
+    assert graphs["ours"] == graphs["theirs"] and "aten.bmm.default" in graphs["ours"]
+    close(ours, theirs)

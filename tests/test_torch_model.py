@@ -53,20 +53,62 @@ def test_every_route_matches_the_oracle(subscripts, pins):
             np.testing.assert_allclose(run(*tensors).numpy(), expected, rtol=1e-10, atol=1e-10)
 
 
-def test_results_never_alias_inputs():
-    x = torch.randn(3, 4, dtype=torch.float64)
-    for s in ("Wa->aW", "Wii->Wi"):
-        op = x if s == "Wa->aW" else torch.randn(2, 3, 3, dtype=torch.float64)
-        plan = make_plan(s, (tuple(op.shape),), ())
-        out = torch_backend.compile(plan, make_schedule(plan), BackendOptions())(op)
-        assert out.untyped_storage().data_ptr() != op.untyped_storage().data_ptr()
+def test_permutations_and_diagonals_return_what_torch_einsum_returns():
+    """torch's convention, not numpy's no-alias copy: a pure permutation or diagonal is the
+    view torch.einsum gives (same values, same storage, same strides)."""
+    for s, expanded, shape in (("Wa->aW", "ija->aij", (3, 4, 5)), ("Wii->Wi", "jii->ji", (2, 3, 3))):
+        op = torch.randn(*shape, dtype=torch.float64)
+        plan = make_plan(s, (shape,), ())
+        out = torch_backend.compile(plan, make_schedule(plan, cost_model=TORCH_MODEL),
+                                    BackendOptions())(op)
+        theirs = torch.einsum(expanded, op)
+        assert torch.equal(out, theirs) and out.stride() == theirs.stride()
+        assert out.untyped_storage().data_ptr() == op.untyped_storage().data_ptr()
+
+
+def test_the_schedule_carries_the_torch_choice_and_the_backend_follows_it():
+    """Planned with the torch model, a schedule numpy runs as steps is one einsum call (and
+    the reverse: tiny numpy direct stays direct); the backend compiles exactly that route."""
+    plan = make_plan("OIJ,KI,KJ->KO", ((8,) * 6, (8,) * 4, (8,) * 4), (("O", 2),))
+    numpy_schedule = make_schedule(plan)
+    torch_schedule = make_schedule(plan, cost_model=TORCH_MODEL)
+    assert numpy_schedule.strategy == "pairwise" and numpy_schedule.steps
+    assert torch_schedule.strategy == "direct" and torch_schedule.steps == ()
+    assert torch_route(torch_schedule) == ("einsum", torch_schedule.path)
+    assert torch_route(numpy_schedule) == ("steps", None)
+    # a model whose dispatches cost nothing keeps the steps: the choice is the model's
+    free = TorchCostModel(ns_per_op=0.0, ns_per_einsum_call=1e9)
+    assert make_schedule(make_plan("BHqd,BHkd->BHqk", ((2, 2, 64, 32), (2, 2, 64, 32)), ()),
+                         cost_model=free).strategy == "pairwise"
+    # the api plans torch calls with the registry's model
+    from contractions import api
+    from contractions.backends import backend_named
+    assert backend_named("torch").cost_model is TORCH_MODEL
+    ops = [torch.ones(s) for s in plan.shapes]
+    api._FOREIGN_HOT.clear()
+    recorded = []
+    original = torch_backend.compile
+
+    def spy(plan_, schedule, options):
+        recorded.append(schedule)
+        return original(plan_, schedule, options)
+
+    torch_backend.compile = spy
+    try:
+        api._compiled.cache_clear()
+        from contractions import contract
+        out = contract("OIJ,KI,KJ->KO", *ops, len_O=2)
+    finally:
+        torch_backend.compile = original
+    assert recorded and recorded[0] == torch_schedule
+    assert torch.allclose(out, torch.einsum("abcdef,ghcd,ghef->ghab", *ops))
 
 
 def test_choice_is_einsum_when_tiny_and_steps_past_52_labels():
-    tiny = make_schedule(make_plan("Wa,ab->Wb", ((2, 3), (3, 4)), ()))
+    tiny = make_schedule(make_plan("Wa,ab->Wb", ((2, 3), (3, 4)), ()), cost_model=TORCH_MODEL)
     assert torch_route(tiny) == ("einsum", tiny.path)
     many = make_plan("AB,BC->AC", ((1,) * 30 + (2,) * 20, (2,) * 20 + (1,) * 10), (("A", 30),))
-    assert torch_route(make_schedule(many)) == ("steps", None)
+    assert torch_route(make_schedule(many, cost_model=TORCH_MODEL)) == ("steps", None)
 
 
 def test_blocked_schedules_run_their_steps():
@@ -84,6 +126,7 @@ def test_the_constants_decide():
     dear_ops = TorchCostModel(ns_per_op=1e9, ns_per_einsum_call=0.0)
     assert cheap_ops.choose(schedule)[0] == "steps"
     assert dear_ops.choose(schedule)[0] == "einsum"
+    assert hash(cheap_ops) != hash(dear_ops) and hash(replace(TORCH_MODEL)) == hash(TORCH_MODEL)
     assert replace(TORCH_MODEL).steps_ns(schedule) == TORCH_MODEL.steps_ns(schedule) > 0
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..torch_model import TORCH_MODEL  # pure Python: imports no torch
+
 __all__ = [
     "Backend",
     "BackendOptions",
@@ -57,7 +59,10 @@ class Backend:
     it; False: only an explicit limit does), ``uses_einsum`` (False: it is handed a schedule
     without einsum steps, every step a matmul or a multiply), ``plans_own_path`` (True: with
     the default ``optimize`` the framework chooses the pairwise order itself and ``compile`` is
-    called with ``schedule=None``; JAX, whose jitted programs XLA runs fastest that way).
+    called with ``schedule=None``; JAX, whose jitted programs XLA runs fastest that way),
+    ``cost_model`` (the `matmul_model.CostModel` its schedules are planned with; None: numpy's.
+    torch: `torch_model.TORCH_MODEL`, which also decides whether a schedule runs as its steps
+    or as one einsum call along a path).
     """
 
     name: str
@@ -68,6 +73,7 @@ class Backend:
     blocks_by_default: bool = False
     uses_einsum: bool = True
     plans_own_path: bool = False
+    cost_model: Any = None
 
 
 def _is_jax(op: Any) -> bool:
@@ -113,7 +119,9 @@ _REGISTRY: list[Backend] = [
     Backend("jax", "jax", _is_jax, "contractions.backends.jax_backend", honours_memory_limit=False,
             plans_own_path=True),
     # Blocks are written in place, which torch.vmap cannot batch: only an explicit limit blocks.
-    Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend"),
+    # Priced for torch: one torch.einsum call along a path, or the steps (torch_model.py).
+    Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
+            cost_model=TORCH_MODEL),
     # dask bounds each of its blocks itself (numpy's default per block).
     Backend("dask", "dask", _is_dask, "contractions.backends.dask_backend"),
     # Any other library implementing the Array API standard (array-api-strict, CuPy, ...).

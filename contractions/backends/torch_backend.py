@@ -13,18 +13,21 @@ converted with ``torch.as_tensor`` onto the device of the first tensor.  This mo
 torch at top level; the registry imports it only after it has seen a torch tensor among the
 operands.
 
-Three torch-specific choices, all made once per shape signature in `compile`:
+What runs is the schedule's: its steps, or (``strategy == 'direct'``) one ``torch.einsum``
+along ``schedule.path`` handed to torch's C++ einsum, so no path is searched on a call.  The
+torch cost model (``contractions/torch_model.py``, declared on the registry entry) made that
+choice when the schedule was planned; `torch_route` only reads it.  The result of a pure
+permutation or diagonal is what ``torch.einsum`` returns, a view of the operand (numpy's
+backend copies instead).  Two torch-specific ways of running it, fixed in `compile`:
 
-* **one einsum or the steps** (`torch_route`): the torch time model
-  (``contractions/torch_model.py``) prices the schedule's pairwise steps against one
-  ``torch.einsum`` along the schedule's path or along the path torch would pick itself (either
-  handed to torch's C++ einsum, so no path is searched on a call), and the cheapest runs;
 * **blocks under transforms**: a blocked schedule writes its blocks into a preallocated
   result in place, except when an operand is a ``torch.func`` wrapper (``vmap``, ``grad``,
   ``jacrev``...), which cannot be written into an unwrapped result: then the blocks are
   assembled functionally (``torch.cat`` along kept labels, sums over summed ones);
 * **torch.compile**: ``contract`` is registered as one node of TorchDynamo's graph
-  (``torch_compile_hook.py``), so the planner is never traced and Inductor sees these ops.
+  (``torch_compile_hook.py``), so the planner is never traced; while tracing, an unblocked
+  schedule of at most 52 labels runs as ``torch.einsum`` on the expanded string, exactly the
+  graph a hand-written ``torch.einsum`` gives Inductor.
 
 >>> import torch
 >>> contract_labelled([torch.ones(2, 3), torch.ones(3, 4)], [(7, 8), (8, 9)], (9, 7)).shape
@@ -41,7 +44,7 @@ from typing import Any
 import torch
 
 from ..schedule import Schedule, describe_schedule, schedule_labels
-from ..torch_model import TORCH_MODEL, torch_default_path
+from ..torch_model import TORCH_MODEL
 from . import torch_compile_hook
 from .compile import ArrayOps, compile_schedule
 
@@ -51,6 +54,8 @@ __all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", 
 TORCH_EINSUM_LETTERS = string.ascii_letters
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
 RUNS_SCHEDULE_STEPS = True
+#: ``explain``: a direct schedule's one einsum call runs along ``schedule.path`` here.
+EINSUM_TAKES_PATH = True
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:
@@ -119,23 +124,26 @@ TORCH_OPS = ArrayOps(
 
 
 def torch_route(schedule: Schedule, traced: bool = False) -> tuple[str, Any]:
-    """How torch runs ``schedule``: ``('steps', None)``, its pairwise steps, or
-    ``('einsum', path)``, one ``torch.einsum`` along ``path``.  The one place it is decided.
+    """What the schedule says torch runs: ``('steps', None)``, its pairwise steps, or
+    ``('einsum', path)``, one ``torch.einsum`` along ``path`` (a ``'direct'`` schedule; the
+    torch cost model made that choice in `schedule.make_schedule`).  Nothing is priced here.
 
-    Eagerly the torch time model (``contractions/torch_model.py``) picks the cheaper route.
-    ``traced`` (under ``torch.compile``): one einsum along the path ``torch.einsum`` itself
-    would take, so Inductor receives the graph a compiled ``torch.einsum`` on the expanded
-    string gives (it fuses and plans buffers itself); blocked schedules and those past 52
-    labels run their steps either way.
+    ``traced`` (under ``torch.compile``): ``('einsum', None)``, ``torch.einsum`` on the
+    expanded string with no path, exactly what a hand-written ``torch.einsum`` traces to, so
+    Inductor receives that graph (it fuses and plans buffers itself); blocked schedules and
+    those past 52 labels run their steps either way.
 
     >>> from contractions import make_plan, make_schedule
+    >>> from contractions.torch_model import TORCH_MODEL
     >>> plan = make_plan('Wa,ab->Wb', ((2, 3), (3, 4)), ())
-    >>> torch_route(make_schedule(plan))[0]
-    'einsum'
+    >>> torch_route(make_schedule(plan, cost_model=TORCH_MODEL))
+    ('einsum', ((0, 1),))
     """
-    if traced and schedule.einsum is not None and schedule.blocking is None:
-        return "einsum", torch_default_path(schedule) or schedule.path
-    return TORCH_MODEL.choose(schedule)
+    if schedule.einsum is None or schedule.blocking is not None:
+        return "steps", None
+    if traced:
+        return "einsum", None
+    return ("einsum", schedule.path) if schedule.strategy == "direct" else ("steps", None)
 
 
 #: Operand types that need no conversion (subclasses such as fake tensors take the checked route).
@@ -146,29 +154,28 @@ _VF_EINSUM = getattr(getattr(torch, "_VF", None), "einsum", None)
 
 def _einsum_along_path(schedule: Schedule, along: Any = None) -> Callable[..., torch.Tensor]:
     """One torch einsum call on the schedule's local letters, along ``along`` (default: the
-    schedule's path)."""
+    schedule's path).  The result is what ``torch.einsum`` returns: a view of the operand for
+    a pure permutation or diagonal, as torch's (and numpy's) einsum give."""
     equation = schedule.einsum
     assert equation is not None
     n = len(schedule.inputs)
     pairs = schedule.path if along is None else along
     path = [k for pair in pairs for k in pair] if n > 2 and all(
         len(pair) == 2 for pair in pairs) else None
-    finish = schedule.finish
-    # A result that would be a view of an input (a transpose, a diagonal) is copied.
-    copy = finish.copy if finish is not None else n == 1
     if _VF_EINSUM is not None:
         vf = _VF_EINSUM
+        if path is None:
+            return lambda *arrays: vf(equation, arrays)
+        return lambda *arrays: vf(equation, arrays, path=path)
+    return functools.partial(torch.einsum, equation)  # pragma: no cover - torch 2.x has _VF
 
-        def run(*arrays: torch.Tensor) -> torch.Tensor:
-            out = vf(equation, arrays, path=path)
-            return out.clone() if copy else out
-    else:  # pragma: no cover - every torch 2.x has torch._VF.einsum
 
-        def run(*arrays: torch.Tensor) -> torch.Tensor:
-            out = torch.einsum(equation, *arrays)
-            return out.clone() if copy else out
-
-    return run
+def _traced_einsum(plan: Any, schedule: Schedule) -> Callable[..., torch.Tensor]:
+    """``torch.einsum`` on the expanded string, as a hand-written call under torch.compile."""
+    equation = plan.expansion.einsum
+    if not all(ch in TORCH_EINSUM_LETTERS or ch in ",->" for ch in equation):
+        equation = schedule.einsum
+    return functools.partial(torch.einsum, equation)
 
 
 _IS_WRAPPED = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
@@ -224,52 +231,46 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
 
 def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.Tensor]:
     """The torch callable for ``schedule`` (operands converted and promoted first)."""
-    route, path = torch_route(schedule) if schedule.blocking is None else ("steps", None)
+    route, _ = torch_route(schedule)
     if schedule.blocking is not None:
         run = _compile_blocked(schedule)
     elif route == "einsum":
-        run = _einsum_along_path(schedule, path)
+        run = _einsum_along_path(schedule)
     else:
         run = compile_schedule(schedule, TORCH_OPS)
-    traced_route, traced_path = torch_route(schedule, traced=True)
-    traced = run if traced_route == route and traced_path == path else (
-        _einsum_along_path(schedule, traced_path) if traced_route == "einsum" else run)
+    traced = _traced_einsum(plan, schedule) if torch_route(schedule, traced=True)[0] == "einsum" else run
     target = options.preferred_element_type
-    promote = torch.promote_types
     compiling = torch.compiler.is_compiling
+    plain = _PLAIN
 
-    def execute(*operands: Any) -> torch.Tensor:
-        if target is None:
-            for op in operands:
-                if type(op) not in _PLAIN:
-                    break
-            else:
+    if target is None:
+        def execute(*operands: Any) -> torch.Tensor:
+            # The warm path: plain tensors of one dtype (the hot key already fixed the shapes).
+            try:
                 dtype = operands[0].dtype
                 for op in operands:
-                    if op.dtype != dtype:
-                        dtype = promote(dtype, op.dtype)
+                    if type(op) not in plain or op.dtype != dtype:
                         break
                 else:
-                    return run(*operands)   # the warm path: tensors of one dtype
-        # Fake and functional tensors (torch.compile's tracing) and conversions come here.
-        return (traced if compiling() else run)(*_prepare(operands, target))
+                    return run(*operands)
+            except (AttributeError, IndexError):
+                pass
+            # Fake and functional tensors (torch.compile's tracing) and conversions come here.
+            return (traced if compiling() else run)(*_prepare(operands, None))
+    else:
+        def execute(*operands: Any) -> torch.Tensor:
+            return (traced if compiling() else run)(*_prepare(operands, target))
 
     return execute
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``: the schedule's steps on torch operations, or the one
-    ``torch.einsum`` along its path that the torch time model prefers."""
+    ``torch.einsum`` along its path that the torch cost model chose for the schedule."""
     route, path = torch_route(schedule)
     if route == "einsum":
-        model = TORCH_MODEL
-        which = "the schedule's path" if path == schedule.path else f"path {[tuple(p) for p in path]}"
-        lines = [f"one torch.einsum {schedule.einsum!r} along {which} (torch time model: "
-                 f"{model.einsum_ns(schedule, path) / 1e3:.3g} us"]
-        if schedule.strategy == "pairwise":
-            lines[0] += f" vs {model.steps_ns(schedule) / 1e3:.3g} us for the steps"
-        lines[0] += ")"
-        return lines
+        return [f"one torch.einsum {schedule.einsum!r} along the schedule's path (torch time model: "
+                f"{TORCH_MODEL.one_einsum_ns(schedule, path) / 1e3:.3g} us)"]
     return describe_schedule(schedule, plan.expansion.readable_symbol)
 
 
