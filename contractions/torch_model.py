@@ -146,10 +146,10 @@ class TorchCostModel:
         """The schedule's question (`matmul_model.CostModel`): the path of the one
         ``torch.einsum`` to run instead of the steps, or None to run the steps.
 
-        The einsum runs along the schedule's path, or, with the default ``optimize``, along
-        the one ``torch.einsum`` itself would search for (opt_einsum's ``'auto'`` on the same
-        problem, found here once instead of on every call) when that is modelled at most
-        ``steps_margin`` of the schedule's.  The steps are kept only when modelled at
+        With the default ``optimize`` the einsum runs along the path ``torch.einsum`` itself
+        would search for (opt_einsum's ``'auto'`` on the same problem, found here once instead
+        of on every call) unless the schedule's is modelled at most ``steps_margin`` of it;
+        with an explicit ``optimize``, along the schedule's.  The steps are kept only when modelled at
         most ``steps_margin`` of the best einsum and free of ``einsum`` kernels (torch runs a
         pairwise einsum through the same C++ as the single call, plus the dispatches; its
         copies of strided operands are what the model prices worst); a schedule without an
@@ -160,10 +160,11 @@ class TorchCostModel:
         cost, path = self.one_einsum_ns(schedule), schedule.path
         own = torch_default_path(schedule) if optimize == "auto" else None
         if own is not None and own != schedule.path:
-            # The schedule's path unless torch's own is clearly cheaper: measured, the model
-            # ranks two einsum paths of equal MACs no better than chance.
+            # torch's own path unless the schedule's is clearly cheaper: measured, the model
+            # ranks two einsum paths of equal MACs no better than chance, and torch's own is
+            # by construction never slower than torch.einsum (the bar a torch user sets).
             own_cost = self.one_einsum_ns(schedule, own)
-            if own_cost < self.steps_margin * cost:
+            if not cost < self.steps_margin * own_cost:
                 cost, path = own_cost, own
         if (schedule.strategy == "pairwise" and all(s.kernel != "einsum" for s in schedule.steps)
                 and self.steps_ns(schedule) < self.steps_margin * cost):
