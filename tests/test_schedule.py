@@ -401,33 +401,66 @@ STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "matmul_m
           "backends", "api"]
 
 
+#: The stages that are packages: every module in them is checked as that stage.
+PACKAGES = ("backends", "schedule")
+#: The schedule package's modules in data-flow order: none imports a later one.
+SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "blocking", "describe", "__init__"]
+
+
+def _stage_files(name: str) -> list[Path]:
+    if name in PACKAGES:
+        return sorted((REPO / "contractions" / name).glob("*.py"))
+    return [REPO / "contractions" / f"{name}.py"]
+
+
+def _import_nodes(path: Path) -> list[ast.ImportFrom]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+
+
 def _imports_of(path: Path) -> set[str]:
     """First components of the contractions modules ``path`` imports (relative or absolute)."""
-    in_backends = path.parent.name == "backends"
+    package = path.parent.name if path.parent.name in PACKAGES else None
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.ImportFrom):
-            continue
+    for node in _import_nodes(path):
         if node.level == 0:
             if (node.module or "").startswith("contractions."):
                 found.add(node.module.split(".")[1])
-        elif node.level == 1 and in_backends:
-            found.add("backends")
+        elif node.level == 1 and package is not None:
+            found.add(package)
         else:
             found.add((node.module or "").split(".")[0])
+    return found
+
+
+def _siblings_of(path: Path) -> set[str]:
+    """The modules of its own package that ``path`` (in contractions/schedule) imports."""
+    found = set()
+    for node in _import_nodes(path):
+        if node.level == 1:
+            found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+        elif node.level == 0 and (node.module or "").startswith("contractions.schedule."):
+            found.add(node.module.split(".")[2])
     return found
 
 
 def test_no_stage_imports_a_later_stage():
     rank = {name: k for k, name in enumerate(STAGES)}
     for name in STAGES:
-        files = sorted((REPO / "contractions" / "backends").glob("*.py")) if name == "backends" \
-            else [REPO / "contractions" / f"{name}.py"]
-        for path in files:
+        for path in _stage_files(name):
             for imported in _imports_of(path):
                 if imported in rank:
                     assert rank[imported] <= rank[name], f"{path.name} imports the later stage {imported}"
                 assert imported != "testing", f"{path.name} imports the harness"
+
+
+def test_no_schedule_module_imports_a_later_one():
+    rank = {name: k for k, name in enumerate(SCHEDULE_MODULES)}
+    files = _stage_files("schedule")
+    assert {path.stem for path in files} == set(rank), "add the new module to SCHEDULE_MODULES"
+    for path in files:
+        for imported in _siblings_of(path):
+            assert rank[imported] < rank[path.stem], f"schedule/{path.name} imports the later {imported}"
 
 
 def test_numpy_calls_import_no_framework_and_no_harness():
