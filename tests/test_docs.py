@@ -45,6 +45,7 @@ ENGINE_MODULES = (
     "contractions.schedule",
     "contractions.schedule.memory",
     "contractions.schedule.paths",
+    "contractions.schedule.lowering",
     "contractions.schedule.blocking",
     "contractions.matmul_model",
     "contractions.backends",

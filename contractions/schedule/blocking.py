@@ -14,20 +14,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from opt_einsum.helpers import flop_count as _flop_count
-
-from ..errors import ContractionError, MemoryLimitError
+from ..errors import MemoryLimitError
 from ..matmul_model import NUMPY_MODEL, CostModel, size_of
 from ..plan import PLAN_CACHE_SIZE, Plan
-from .ir import EINSUM_LETTERS, Blocking, Labels, Schedule, Shape, Step
-from .lowering import (
-    DIRECT_MAX_OPERANDS,
-    _direct,
-    _einsum_string,
-    _extents_of,
-    _pairwise,
-    _preparations,
-)
+from .ir import Blocking, Labels, Schedule, Shape, Step
+from .lowering import lower_candidates
 from .memory import (
     BLOCK_HEADROOM,
     _limit_for,
@@ -36,7 +27,7 @@ from .memory import (
     _resolve_limit,
     _tokens_of,
 )
-from .paths import _candidate_paths, _find_path, _optimizer_name, normalise_optimize
+from .paths import normalise_optimize
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
@@ -68,57 +59,12 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4)), strategy='pairwise').path
     ((0, 1),)
     """
-    extents = (dict(enumerate(extents_by_label)) if extents_by_label is not None
-               else _extents_of(inputs, shapes))
-    output_shape = tuple(extents[lab] for lab in output)
-    distinct = {lab for term in inputs for lab in term}
-    naive = _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
-    einsum = _einsum_string(inputs, output)
-    if strategy not in (None, "direct", "pairwise"):
-        raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
-    if strategy is None:
-        limit = cost_model.direct_max_naive_cost(len(distinct))
-        small = math.prod(extents[lab] for lab in distinct) <= limit
-        # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
-        # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
-        wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
-        fits = einsum is not None and len(inputs) <= DIRECT_MAX_OPERANDS
-        strategy = "direct" if fits and wants_direct and use_einsum else "pairwise"
-        if optimize == "direct" and use_einsum:
-            strategy = "direct"  # asked for explicitly (optimize=False): refused past the limits
-    if strategy == "direct":
-        if einsum is None:
-            raise ContractionError(
-                f"a single einsum call takes at most {len(EINSUM_LETTERS)} distinct axes; this "
-                f"contraction has {len(distinct)}: use a pairwise optimize= (the default 'auto')")
-        if len(inputs) > DIRECT_MAX_OPERANDS:
-            raise ContractionError(
-                f"a single einsum call takes at most {DIRECT_MAX_OPERANDS} operands here; this "
-                f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
-        path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
-        path = _find_path(path_by, list(inputs), output, extents)
-        return replace(_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
-                               _optimizer_name(optimize)),
-                       memory_limit=_resolve_limit(memory_limit, shapes, output_shape))
-    final_order = tuple(lab for lab in output if extents[lab] != 1)
-    if layouts is not None and not any(layouts):
-        layouts = None
-    preps = _preparations(inputs, shapes, final_order, layouts)
-    terms = [p.labels for p in preps]
-    if optimize in ("auto", "direct"):
-        # Price every candidate order with the time model (FLOP-optimal ones included) and
-        # keep the fastest modelled: FLOPs alone ignore copies, small-product BLAS speed and
-        # the page faults of large fresh buffers.
-        paths = _candidate_paths(terms, final_order, extents)
-        name = "auto"
-    else:
-        paths = [_find_path(optimize, terms, final_order, extents)]
-        name = _optimizer_name(optimize)
-    memo: dict[Any, Step] = {}
-    options = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                         use_einsum, preps, layouts, cost_model, memo) for path in paths]
-    return _within_limit(options, _resolve_limit(memory_limit, shapes, output_shape), use_einsum,
-                         strict=memory_limit != "default", model=cost_model)
+    options = lower_candidates(inputs, output, shapes, optimize, strategy, use_einsum, extents_by_label,
+                               layouts, cost_model)
+    limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
+    if options[0].strategy == "direct":
+        return replace(options[0], memory_limit=limit)
+    return _within_limit(options, limit, use_einsum, strict=memory_limit != "default", model=cost_model)
 
 
 def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,

@@ -10,9 +10,11 @@ from typing import Any
 
 from opt_einsum.helpers import flop_count as _flop_count
 
+from ..errors import ContractionError
 from ..matmul_model import NUMPY_MODEL, CostModel, best_matmul_layout, size_of
 from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
 from .memory import _peak_extra
+from .paths import _candidate_paths, _find_path, _optimizer_name
 
 # numpy's C einsum takes fewer than 64 operands (32 before numpy 2): more always run pairwise.
 DIRECT_MAX_OPERANDS = 31
@@ -255,3 +257,65 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
         path=path, finish=finish, optimizer=optimizer, flops=flops,
         naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps), layouts=layouts)
     return replace(schedule, peak_extra=_peak_extra(schedule))
+
+
+def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+                     optimize: Any = "auto", strategy: str | None = None, use_einsum: bool = True,
+                     extents_by_label: tuple[int, ...] | None = None,
+                     layouts: tuple[int, ...] | None = None,
+                     cost_model: CostModel = NUMPY_MODEL) -> list[Schedule]:
+    """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
+    one direct schedule, or one pairwise schedule per candidate path.
+
+    >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
+    ...                                   strategy='pairwise')][:2]
+    [((0, 1), (0, 1)), ((0, 2), (0, 1))]
+    """
+    extents = (dict(enumerate(extents_by_label)) if extents_by_label is not None
+               else _extents_of(inputs, shapes))
+    output_shape = tuple(extents[lab] for lab in output)
+    distinct = {lab for term in inputs for lab in term}
+    naive = _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
+    einsum = _einsum_string(inputs, output)
+    if strategy not in (None, "direct", "pairwise"):
+        raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
+    if strategy is None:
+        limit = cost_model.direct_max_naive_cost(len(distinct))
+        small = math.prod(extents[lab] for lab in distinct) <= limit
+        # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
+        # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
+        wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
+        fits = einsum is not None and len(inputs) <= DIRECT_MAX_OPERANDS
+        strategy = "direct" if fits and wants_direct and use_einsum else "pairwise"
+        if optimize == "direct" and use_einsum:
+            strategy = "direct"  # asked for explicitly (optimize=False): refused past the limits
+    if strategy == "direct":
+        if einsum is None:
+            raise ContractionError(
+                f"a single einsum call takes at most {len(EINSUM_LETTERS)} distinct axes; this "
+                f"contraction has {len(distinct)}: use a pairwise optimize= (the default 'auto')")
+        if len(inputs) > DIRECT_MAX_OPERANDS:
+            raise ContractionError(
+                f"a single einsum call takes at most {DIRECT_MAX_OPERANDS} operands here; this "
+                f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
+        path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
+        path = _find_path(path_by, list(inputs), output, extents)
+        return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
+                        _optimizer_name(optimize))]
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    if layouts is not None and not any(layouts):
+        layouts = None
+    preps = _preparations(inputs, shapes, final_order, layouts)
+    terms = [p.labels for p in preps]
+    if optimize in ("auto", "direct"):
+        # Price every candidate order with the time model (FLOP-optimal ones included) and
+        # keep the fastest modelled: FLOPs alone ignore copies, small-product BLAS speed and
+        # the page faults of large fresh buffers.
+        paths = _candidate_paths(terms, final_order, extents)
+        name = "auto"
+    else:
+        paths = [_find_path(optimize, terms, final_order, extents)]
+        name = _optimizer_name(optimize)
+    memo: dict[Any, Step] = {}
+    return [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
+                      use_einsum, preps, layouts, cost_model, memo) for path in paths]
