@@ -47,6 +47,7 @@ ENGINE_MODULES = (
     "contractions.schedule.paths",
     "contractions.schedule.lowering",
     "contractions.schedule.blocking",
+    "contractions.schedule.describe",
     "contractions.matmul_model",
     "contractions.backends",
     "contractions.backends.compile",

@@ -32,6 +32,7 @@ from ..matmul_model import (
     CostModel,
 )
 from .blocking import MAX_BLOCKS, make_schedule, schedule_labels
+from .describe import ExplainedGroup, ExplainedStep, Explanation, explained_steps
 from .describe import describe_schedule as describe_schedule
 from .ir import CONVERTED, EINSUM_LETTERS, FORTRAN, STRIDED, Finish, Preparation, Schedule, Step, View
 from .ir import Blocking as Blocking
@@ -57,6 +58,10 @@ __all__ = [
     "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
     "DIRECT_MAX_OPERANDS",
     "EINSUM_LETTERS",
+    "ExplainedGroup",
+    "ExplainedStep",
+    "Explanation",
+    "explained_steps",
     "Finish",
     "Preparation",
     "Schedule",
