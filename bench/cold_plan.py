@@ -28,6 +28,7 @@ import argparse
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,7 +46,9 @@ NEW_STRING_TARGET_MS = 5.0
 
 def clear_caches() -> None:
     """Every lru cache of the engine's stages and the API, and the hot dict."""
-    for module in (parser, solver, expand, plan, schedule, api):
+    # the schedule is a package: its caches live in its modules (schedule.memory, ...)
+    parts = [value for value in vars(schedule).values() if isinstance(value, types.ModuleType)]
+    for module in (parser, solver, expand, plan, schedule, *parts, api):
         for value in vars(module).values():
             clear = getattr(value, "cache_clear", None)
             if callable(clear):

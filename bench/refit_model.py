@@ -11,7 +11,7 @@ schedule's default `CostModel`, reads those constants).
 
 What is timed, as in the comment above the constants:
 - stacks of ``calls`` products (m x k) @ (k x n), ``np.matmul`` on C-contiguous stacks returning
-  a fresh result (what the numpy backend runs), with m, k, n drawn log-uniformly from 2..64 and
+  a fresh result (what the numpy backend runs), with m, k, n drawn log-uniformly from 2..256 (``MAX_DIM``) and
   calls from 1..4096 (capped so an array stays under 2**22 elements and a stack under 2**27
   multiply-adds); fitted by least squares on *relative* error to
       time ~ calls * (NS_PER_MATMUL_CALL + NS_PER_MAC m k n + NS_PER_MATRIX_ELEMENT (m k + k n + m n));
@@ -48,6 +48,9 @@ from contractions import matmul_model  # noqa: E402
 
 MAX_ELEMENTS = 1 << 22  # per array
 MAX_MACS = 1 << 27  # per stack
+# The largest m, k, n drawn: the vocabulary's large size runs products up to a few hundred on
+# a side (27 x 256 x 540), where a fit on 2..64 alone over-promised BLAS speed 2x.
+MAX_DIM = 256
 
 
 
@@ -61,7 +64,7 @@ def stack_grid(points: int, seed: int = 0) -> list[tuple[int, int, int, int]]:
     rng = np.random.default_rng(seed)
     grid: dict[tuple[int, int, int, int], None] = {}
     while len(grid) < points:
-        m, k, n = (int(round(math.exp(rng.uniform(math.log(2), math.log(64))))) for _ in range(3))
+        m, k, n = (int(round(math.exp(rng.uniform(math.log(2), math.log(MAX_DIM))))) for _ in range(3))
         calls = int(round(math.exp(rng.uniform(0, math.log(4096)))))
         biggest = max(m * k, k * n, m * n)
         calls = max(1, min(calls, MAX_ELEMENTS // biggest, MAX_MACS // (m * k * n)))

@@ -486,7 +486,7 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
     )
     add(
         "- **Strategy** column: `direct` = one einsum call (problem below `DIRECT_MAX_NAIVE_COST` naive loop "
-        "iterations, or a single operand); `pairwise` = the schedule's BLAS steps (`contractions/schedule.py`, run by `contractions/backends/numpy_backend.py`)."
+        "iterations, or a single operand); `pairwise` = the schedule's BLAS steps (`contractions/schedule/`, run by `contractions/backends/numpy_backend.py`)."
     )
     add("")
     for size in ("mid", "tiny", "large"):

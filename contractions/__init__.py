@@ -20,6 +20,7 @@ from .api import (
     contract_path,
     expand_subscripts,
     explain,
+    explanation,
 )
 from .errors import (
     ContractionError,
@@ -36,7 +37,7 @@ from .errors import (
 from .expand import Expansion, expansion
 from .parser import ParsedSubscripts, parse
 from .plan import Plan, make_plan
-from .schedule import Schedule, make_schedule
+from .schedule import Explanation, Schedule, make_schedule
 from .solver import Identifiability, co_travelling_runs, identifiability, solve_lengths
 
 __all__ = [
@@ -46,6 +47,8 @@ __all__ = [
     "PathInfo",
     "ContractExpression",
     "explain",
+    "explanation",
+    "Explanation",
     "expand_subscripts",
     "identifiability",
     "co_travelling_runs",

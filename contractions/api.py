@@ -19,6 +19,7 @@ import math
 import operator
 import types
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
@@ -41,7 +42,18 @@ from .expand import ellipsis_ranks, expand
 from .matmul_model import NUMPY_MODEL
 from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import CONVERTED, FORTRAN, STRIDED, Schedule, _checked_path, make_schedule, normalise_optimize
+from .schedule import (
+    CONVERTED,
+    FORTRAN,
+    STRIDED,
+    ExplainedGroup,
+    Explanation,
+    Schedule,
+    _checked_path,
+    explained_steps,
+    make_schedule,
+    normalise_optimize,
+)
 from .solver import identifiability, solve_call
 
 if TYPE_CHECKING:
@@ -59,7 +71,7 @@ class _Array(Protocol):
 
 _ArrayT = TypeVar("_ArrayT", bound=_Array)
 
-__all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain",
+__all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain", "explanation",
            "expand_subscripts"]
 
 _ndarray = np.ndarray
@@ -871,7 +883,7 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     modelled cost, any blocks, the FLOP count and the peak extra memory (elements alive at once
     beyond operands and result) against ``memory_limit``.  The backend is the operands' (with
     arrays) or ``backend`` (``'numpy'`` by default); with bare ndims (ints) the report stops at
-    the expansion.
+    the expansion.  `explanation` returns the same report as data.
 
     >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
     subscripts      'WCo,WCa->Cao'
@@ -879,22 +891,35 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     path            [(0, 1)]...
     ...
     """
+    return str(explanation(subscripts, *shapes_or_operands, optimize=optimize, backend=backend,
+                           memory_limit=memory_limit, **len_groups))
+
+
+def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
+                backend: str | None = None, memory_limit: Any = "default",
+                **len_groups: int) -> Explanation:
+    """The `explain` report as an `Explanation`: its numbers as attributes (the path, each
+    step's kernel, FLOPs and modelled time, the blocks, the peak), its text as ``str()``.
+    Takes exactly `explain`'s arguments.
+
+    >>> e = explanation('WCa,Caib,WCi->WCb', (40, 2, 30), (2, 30, 50, 60), (40, 2, 50),
+    ...                 optimize='greedy')
+    >>> e.path, [step.kernel for step in e.steps], e.group_lengths
+    (((1, 2), (0, 1)), ['matmul', 'matmul'], {'W': 1, 'C': 1})
+    >>> str(e) == explain('WCa,Caib,WCi->WCb', (40, 2, 30), (2, 30, 50, 60), (40, 2, 50),
+    ...                   optimize='greedy')
+    True
+    """
     _check_subscripts(subscripts)
     supplements = normalise_supplements(len_groups)
     shapes, ndims = _shapes_or_ndims(shapes_or_operands, "explain")
     info = identifiability(subscripts, [g for g, _ in supplements])
     _check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape", "explain")
-    lines = [f"subscripts      {subscripts!r}"]
     alone = identifiability(subscripts).describe()
+    state = None
     if supplements:
-        given = ", ".join(f"len_{g}={n}" for g, n in supplements)
         state = "determined" if not info.needs_supplement else info.describe()
-        lines.append(f"identifiability {state} with {given} (the string alone: {alone})")
-    else:
-        lines.append(f"identifiability {alone}")
-    runs = [r for r in info.runs if len(r) > 1]
-    lines.append("co-travelling   " + ("; ".join("".join(r) + " (only the total matters)" for r in runs)
-                                       if runs else "none"))
+    runs = tuple("".join(r) for r in info.runs if len(r) > 1)
     plan: Plan | None = None
     if backend is not None:
         chosen = _checked_backend(backend)
@@ -918,59 +943,51 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
         exp = expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims))
-    lines.append("groups")
-    for (g, labels), n in zip(exp.group_labels, lengths):
-        syms = "".join(exp.readable_symbol(lab) for lab in labels) or "-"
-        ext = f" extents {tuple(plan.extents[lab] for lab in labels)}" if plan is not None else ""
-        lines.append(f"  {g}: {n} ax{'is' if n == 1 else 'es'} -> {syms}{ext}")
-    lines.append(f"expanded        {exp.readable!r}")
+    groups = tuple(
+        ExplainedGroup(g, n, "".join(exp.readable_symbol(lab) for lab in labels) or "-",
+                       tuple(plan.extents[lab] for lab in labels) if plan is not None else None)
+        for (g, labels), n in zip(exp.group_labels, lengths))
+    base = Explanation(subscripts=subscripts, identifiability=alone, co_travelling=runs,
+                       groups=groups, expanded=exp.readable, supplements=supplements,
+                       identifiability_with=state)
     if plan is None:
-        return "\n".join(lines)
+        return base
     module = load(chosen)
-    runs_steps = getattr(module, "RUNS_SCHEDULE_STEPS", False)
-    lines.append(f"output shape    {plan.output_shape}")
     if schedule is None:  # the framework chooses the path: report the one it will choose
-        return "\n".join(lines + _framework_lines(chosen, module, plan))
-    strategy = f"{schedule.strategy}, " if runs_steps else ""
-    lines.append(f"backend         {chosen.name} ({strategy}optimize={schedule.optimizer!r})")
-    path = f"{[tuple(p) for p in schedule.path]}"
-    if (runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1
-            and not getattr(module, "EINSUM_TAKES_PATH", False)):
-        path += "  (not taken: one einsum call; pass it as optimize= to run pairwise)"
-    lines.append(f"path            {path}")
-    lines.append("schedule")
+        return _framework_explanation(base, chosen, module, plan)
+    runs_steps = getattr(module, "RUNS_SCHEDULE_STEPS", False)
     described = module.describe(plan, schedule, _DEFAULT_OPTIONS)
     if hasattr(module, "describe_operands") and shapes_or_operands and all(
             hasattr(item, "shape") and not isinstance(item, np.ndarray) for item in shapes_or_operands[:1]):
         # a backend whose work depends on the operands themselves (dask: their chunks)
         described = module.describe_operands(plan, schedule, _DEFAULT_OPTIONS, shapes_or_operands)
-    lines.extend("  " + line for line in described)
-    lines.append(f"FLOPs           {schedule.flops:,} (naive single einsum: {schedule.naive_flops:,})")
-    if runs_steps:
-        bound = ("no limit" if schedule.memory_limit is None
-                 else f"limit {schedule.memory_limit:,}")
-        lines.append(f"peak extra      {schedule.peak_extra:,} elements beyond operands and result "
-                     f"({bound})")
-    else:
-        lines.append("peak extra      planned by the framework")
-    if runs_steps and schedule.strategy == "pairwise":
-        lines.append(f"modelled time   {schedule.cost_ns / 1e3:.3g} us (numpy time model)")
-    return "\n".join(lines)
+    reported = replace(
+        base, output_shape=plan.output_shape, backend=chosen.name, optimizer=schedule.optimizer,
+        path=schedule.path,
+        path_taken=not (runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1
+                        and not getattr(module, "EINSUM_TAKES_PATH", False)),
+        schedule_lines=tuple(described), flops=schedule.flops, naive_flops=schedule.naive_flops)
+    if not runs_steps:
+        return reported
+    return replace(reported, strategy=schedule.strategy, blocking=schedule.blocking,
+                   steps=explained_steps(schedule, exp.readable_symbol),
+                   peak_extra=schedule.peak_extra, memory_limit=schedule.memory_limit,
+                   cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None)
 
 
-def _framework_lines(backend: Backend, module: Any, plan: Plan) -> list[str]:
-    """explain's lines for a backend that picks its own path (JAX's default): the path is the
+def _framework_explanation(base: Explanation, backend: Backend, module: Any, plan: Plan) -> Explanation:
+    """explain's report for a backend that picks its own path (JAX's default): the path is the
     one ``jnp.einsum`` computes for these shapes (opt_einsum's ``'auto'``)."""
     import opt_einsum
 
     path, info = opt_einsum.contract_path(plan.expansion.einsum, *plan.shapes, shapes=True,
                                           optimize="auto")
-    return [f"backend         {backend.name} (optimize='auto': the framework's own path)",
-            f"path            {[tuple(p) for p in path]}  (jnp.einsum's choice: opt_einsum 'auto')",
-            "schedule",
-            *("  " + line for line in module.describe(plan, None, _DEFAULT_OPTIONS)),
-            f"FLOPs           {int(info.opt_cost):,} (opt_einsum's count; naive: {int(info.naive_cost):,})",
-            "peak extra      planned by the framework"]
+    return replace(base, output_shape=plan.output_shape, backend=backend.name,
+                   path=tuple(tuple(int(k) for k in p) for p in path),
+                   schedule_lines=tuple(module.describe(plan, None, _DEFAULT_OPTIONS)),
+                   flops=int(info.opt_cost), naive_flops=int(info.naive_cost))
+
+
 # ------------------------------------------------------------------ argument validation
 # Small checks at the public boundary, so a bad argument fails with a documented error that
 # names it (and says what to pass) before any numpy or framework internals run.

@@ -29,6 +29,7 @@ from contractions import (
     contract,
     contract_expression,
     explain,
+    explanation,
     identifiability,
     make_plan,
     make_schedule,
@@ -262,6 +263,16 @@ def _check_explain_matches_execution(subscripts, operands, **kwargs):
     assert tuple(map(tuple, printed_path)) == schedule.path
     name = expr.plan.expansion.readable_symbol
     assert _printed_steps(report) == describe_schedule(schedule, name)
+    # The report as data: the same text, and the schedule's numbers as attributes.
+    explained = explanation(subscripts, *operands, optimize=optimize, **kwargs)
+    assert str(explained) == report
+    assert (explained.path, explained.strategy, explained.flops) == (schedule.path, schedule.strategy, schedule.flops)
+    assert (explained.peak_extra, explained.memory_limit) == (schedule.peak_extra, schedule.memory_limit)
+    assert [(s.operands, s.kernel, s.result_shape, s.flops, s.cost_ns) for s in explained.steps] == [
+        (s.operands, s.kernel, s.result_shape, s.flops, s.cost_ns) for s in schedule.steps]
+    hoisted = set(schedule.blocking.hoisted) if schedule.blocking is not None else set()
+    assert [s.hoisted for s in explained.steps] == [k in hoisted for k in range(len(schedule.steps))]
+    assert explained.blocking == schedule.blocking
     recorder = Recorder()
     result = compile_schedule(schedule, recorder.ops)(*operands)
     if schedule.strategy == "direct":
@@ -293,6 +304,40 @@ def test_explain_prints_the_steps_executed_on_random_strings(problem, seed):
     operands = random_operands(problem, np.random.default_rng(seed))
     pins = needed_supplements(problem, identifiability(problem.subscripts))
     _check_explain_matches_execution(problem.subscripts, operands, optimize="greedy", **pins)
+
+
+def test_explanation_holds_the_report_as_data():
+    e = explanation("WKCi,Cio->WKCo", (2, 3, 4, 5), (4, 5, 6))
+    assert e.group_lengths == {"W": 2, "K": 0, "C": 1} and e.co_travelling == ("WK",)
+    assert [(g.symbols, g.extents) for g in e.groups] == [("AB", (2, 3)), ("-", ()), ("C", (4,))]
+    assert e.expanded == "ABCi,Cio->ABCo" and e.output_shape == (2, 3, 4, 6) and e.backend == "numpy"
+    # tiny: one einsum call, so the path is reported but not taken, and there are no steps
+    assert e.strategy == "direct" and not e.path_taken and e.steps == () and e.cost_ns is None
+    assert e.flops == e.naive_flops == 2 * 3 * 4 * 5 * 6 * 2 and e.peak_extra == 0
+    with pytest.raises(AttributeError):
+        e.path = ()  # type: ignore[misc]
+    blocked = explanation("ab,bc,Wc,Wd->Wad", (10, 10), (10, 10), (1000, 10), (1000, 50), memory_limit=2000)
+    assert blocked.strategy == "pairwise" and blocked.memory_limit == 2000 and blocked.peak_extra <= 2000
+    assert [s.hoisted for s in blocked.steps][:1] == [True] and blocked.blocking.n_blocks > 1
+    assert blocked.cost_ns > 0 and str(blocked).endswith("us (numpy time model)")
+
+
+def test_explanation_of_ndims_stops_at_the_expansion():
+    e = explanation("WCo,WCa->Cao", 3, 3, len_C=1)
+    assert e.output_shape is None and e.backend is None and e.steps == () and e.flops is None
+    assert e.supplements == (("C", 1),) and e.identifiability_with == "determined"
+    assert str(e) == explain("WCo,WCa->Cao", 3, 3, len_C=1)
+    assert str(e).splitlines()[-1] == "expanded        'ABo,ABa->Bao'"
+
+
+def test_explanation_of_a_backend_that_plans_its_own_buffers():
+    pytest.importorskip("jax")
+    shapes = ((4, 2, 3), (2, 3, 5, 6), (4, 2, 5))
+    e = explanation("WCa,Caib,WCi->WCb", *shapes, backend="jax")
+    assert e.optimizer is None and e.strategy is None and e.peak_extra is None and e.steps == ()
+    want, _ = opt_einsum.contract_path("abc,bcde,abd->abe", *shapes, shapes=True, optimize="auto")
+    assert e.path == tuple(map(tuple, want))
+    assert str(e) == explain("WCa,Caib,WCi->WCb", *shapes, backend="jax")
 
 
 # ------------------------------------------------------------- the schedule as data
@@ -403,33 +448,66 @@ STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "matmul_m
           "backends", "api"]
 
 
+#: The stages that are packages: every module in them is checked as that stage.
+PACKAGES = ("backends", "schedule")
+#: The schedule package's modules in data-flow order: none imports a later one.
+SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "blocking", "describe", "__init__"]
+
+
+def _stage_files(name: str) -> list[Path]:
+    if name in PACKAGES:
+        return sorted((REPO / "contractions" / name).glob("*.py"))
+    return [REPO / "contractions" / f"{name}.py"]
+
+
+def _import_nodes(path: Path) -> list[ast.ImportFrom]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+
+
 def _imports_of(path: Path) -> set[str]:
     """First components of the contractions modules ``path`` imports (relative or absolute)."""
-    in_backends = path.parent.name == "backends"
+    package = path.parent.name if path.parent.name in PACKAGES else None
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.ImportFrom):
-            continue
+    for node in _import_nodes(path):
         if node.level == 0:
             if (node.module or "").startswith("contractions."):
                 found.add(node.module.split(".")[1])
-        elif node.level == 1 and in_backends:
-            found.add("backends")
+        elif node.level == 1 and package is not None:
+            found.add(package)
         else:
             found.add((node.module or "").split(".")[0])
+    return found
+
+
+def _siblings_of(path: Path) -> set[str]:
+    """The modules of its own package that ``path`` (in contractions/schedule) imports."""
+    found = set()
+    for node in _import_nodes(path):
+        if node.level == 1:
+            found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+        elif node.level == 0 and (node.module or "").startswith("contractions.schedule."):
+            found.add(node.module.split(".")[2])
     return found
 
 
 def test_no_stage_imports_a_later_stage():
     rank = {name: k for k, name in enumerate(STAGES)}
     for name in STAGES:
-        files = sorted((REPO / "contractions" / "backends").glob("*.py")) if name == "backends" \
-            else [REPO / "contractions" / f"{name}.py"]
-        for path in files:
+        for path in _stage_files(name):
             for imported in _imports_of(path):
                 if imported in rank:
                     assert rank[imported] <= rank[name], f"{path.name} imports the later stage {imported}"
                 assert imported != "testing", f"{path.name} imports the harness"
+
+
+def test_no_schedule_module_imports_a_later_one():
+    rank = {name: k for k, name in enumerate(SCHEDULE_MODULES)}
+    files = _stage_files("schedule")
+    assert {path.stem for path in files} == set(rank), "add the new module to SCHEDULE_MODULES"
+    for path in files:
+        for imported in _siblings_of(path):
+            assert rank[imported] < rank[path.stem], f"schedule/{path.name} imports the later {imported}"
 
 
 def test_numpy_calls_import_no_framework_and_no_harness():

@@ -1,0 +1,413 @@
+"""The schedule within a memory limit: the fastest candidate that fits, else one run in
+blocks (`Blocking`), and the cached entry points `schedule_labels` and `make_schedule`.
+
+Blocking re-lowers each kind of block through `schedule_labels`, so the entry points live
+here, after the lowering they call.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..errors import MemoryLimitError
+from ..matmul_model import CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT, NUMPY_MODEL, CostModel, size_of
+from ..plan import PLAN_CACHE_SIZE, Plan
+from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
+from .lowering import _inner_run, lower_candidates
+from .memory import (
+    BLOCK_HEADROOM,
+    _limit_for,
+    _loop_peak,
+    _operand_token,
+    _resolve_limit,
+    _tokens_of,
+)
+from .paths import normalise_optimize
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+                    optimize: Any = "auto", strategy: str | None = None,
+                    use_einsum: bool = True, memory_limit: Any = None,
+                    extents_by_label: tuple[int, ...] | None = None,
+                    layouts: tuple[int, ...] | None = None,
+                    cost_model: CostModel = NUMPY_MODEL) -> Schedule:
+    """Schedule a contraction given directly as integer labels (cached, pure).
+
+    ``inputs[k]`` labels operand ``k``'s axes (a repeated label is a diagonal), ``output`` the
+    result's; extents must already agree up to size-1 broadcasting (the plan checks that).
+    ``optimize`` must be normalised (`normalise_optimize`).  ``strategy`` forces ``'direct'``
+    or ``'pairwise'`` (for tests and re-measuring the threshold); by default tiny problems
+    run direct unless an explicit path or optimizer was asked for.  ``use_einsum=False``
+    schedules for a library without einsum (the Array API standard has none): pairwise, and
+    every step a ``matmul`` or a ``multiply``.  ``memory_limit`` bounds the elements alive at
+    once beyond operands and result: an int, ``'max_input'`` (the largest operand),
+    ``'default'`` (the largest operand or the result) or None (unbounded); a call that would
+    exceed it takes another order or runs in blocks (`Blocking`).  ``extents_by_label`` is
+    the plan's validated extents (label ``k`` has extent ``extents_by_label[k]``); without it
+    they are read off the shapes.  ``layouts`` is `Schedule.layouts` (what the operands
+    will cost to copy: strided, converted), None for C-contiguous operands of one dtype.
+    ``cost_model`` prices every choice (`matmul_model.CostModel`; numpy's by default).
+
+    >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
+    'direct'
+    >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4)), strategy='pairwise').path
+    ((0, 1),)
+    """
+    options = lower_candidates(inputs, output, shapes, optimize, strategy, use_einsum, extents_by_label,
+                               layouts, cost_model)
+    limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
+    if options[0].strategy == "direct":
+        return replace(options[0], memory_limit=limit)
+    return _within_limit(options, limit, use_einsum, strict=memory_limit != "default", model=cost_model)
+
+
+def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
+                  strict: bool = True, model: CostModel = NUMPY_MODEL) -> Schedule:
+    """The fastest modelled schedule whose buffers stay within ``limit`` (blocked if need be).
+
+    Not ``strict`` (the default limit): when nothing fits, the smallest peak found is taken
+    instead of an error.
+    """
+    options = sorted(options, key=lambda o: o.cost_ns)
+    fastest = options[0]
+    if limit is None:
+        return fastest
+    fitting = [o for o in options if o.peak_extra <= limit]
+    if fitting and fitting[0].cost_ns <= BLOCKING_WORTH * fastest.cost_ns:
+        return replace(fitting[0], memory_limit=limit)
+    tried = [replace(f, memory_limit=limit) for f in fitting[:1]]
+    smallest = min(o.peak_extra for o in options)
+    for option in options[:2]:
+        blocked, reached = _blocked(option, limit, use_einsum, model)
+        smallest = min(smallest, reached)
+        if blocked is not None:
+            tried.append(blocked)
+    if not tried and not strict:
+        return replace(min(options, key=lambda o: o.peak_extra), memory_limit=limit)
+    if not tried:
+        works = _limit_for(smallest)
+        raise MemoryLimitError(
+            f"memory_limit={limit:,} elements cannot be honoured: within {MAX_BLOCKS:,} blocks "
+            f"this contraction needs at least {works:,} (its fastest order unblocked needs "
+            f"{fastest.peak_extra:,}); pass memory_limit={works} or more, or memory_limit=None",
+            smallest_limit=works)
+    return min(tried, key=lambda o: o.cost_ns)
+
+
+#: A schedule that fits the limit unblocked is kept unless blocking a faster order models at
+#: least this much faster.
+BLOCKING_WORTH = 1.25
+
+
+#: A cut along batch labels only (see `_blocked`) is preferred unless a cut of other labels
+#: models at least this much faster (measured at large size: a cut of a free letter into
+#: chunks of 2 modelled 1.14x the batch cut's time and ran 2.1x it).
+BATCH_CUT_WORTH = 1.5
+
+
+#: The most blocks a blocked schedule may have.  A limit that would need more is refused
+#: (`MemoryLimitError`, naming the smallest limit that works) before any arithmetic: past
+#: this, Python overhead per block dominates any call, and planning and compiled programs
+#: would grow with the count.
+MAX_BLOCKS = 10_000
+
+
+def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) -> float:
+    """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged)."""
+    result = size_of(step.result, ext)
+    if step.kernel == "multiply":
+        return model.multiply_ns(result, _inner_run(step.result, step.x_labels, step.y_labels, ext))
+    if step.kernel == "einsum" or step.layout is None:
+        every = set(step.x_labels) | set(step.y_labels)
+        return model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
+    lay = step.layout
+    p, q = lay.left, lay.right
+    calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)
+    rows, cols, nk = size_of(p.free, ext), size_of(q.free, ext), size_of(lay.contract, ext)
+    copied = 0
+    for factor, labels in ((p, step.y_labels if lay.swap else step.x_labels),
+                           (q, step.x_labels if lay.swap else step.y_labels)):
+        if factor.copy:
+            copied += size_of(labels, ext)
+    cost = model.copy_ns(copied) + model.matmul_ns(calls, rows, nk, cols)
+    if q.transposed and calls > 1:
+        cost += model.batched_right_transpose_ns(calls, rows, cols)
+    return cost + model.fresh_buffer_ns(result)
+
+
+def _structure(base: Schedule, cut: set[int]) -> tuple[tuple[bool, ...], tuple[int, ...]]:
+    """(which operands carry a cut label, which steps depend on none of them)."""
+    sliced = tuple(any(lab in cut and n != 1 for lab, n in zip(t, s))
+                   for t, s in zip(base.inputs, base.shapes))
+    depends: list[bool] = []
+    for tx, ty in _tokens_of(base):
+        depends.append(any(sliced[k] if kind == "o" else depends[k] for kind, k in (tx, ty)))
+    return sliced, tuple(k for k, dep in enumerate(depends) if not dep)
+
+
+def _write_ns(elements: int, accumulate: bool, model: CostModel) -> float:
+    """Writing one block's result into its slice of the output: a strided copy, or, when a
+    contracted label is cut, a read-add-write of the slice (measured: the adds of a 64-block
+    accumulating run took a fifth of its time, which the per-step costs never saw)."""
+    return model.copy_ns(elements) * (3 if accumulate else 1)
+
+
+def _blocked(base: Schedule, limit: int, use_einsum: bool,
+             model: CostModel = NUMPY_MODEL) -> tuple[Schedule | None, int]:
+    """Cut labels into chunks until every buffer of a blocked run is within ``limit``; only
+    the steps that carry a cut label run per block.  Returns (the schedule or None, the
+    smallest peak reached within `MAX_BLOCKS` blocks).
+
+    Each round halves the chunk of one label, chosen by the time model: the halving that
+    buys the most peak reduction per unit of modelled slowdown (large BLAS shapes and few
+    blocks cost least), labels kept in the output first (no accumulation).
+    """
+    inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
+    labels = sorted({lab for t, s in zip(inputs, shapes) for lab, n in zip(t, s) if n != 1})
+    if base.strategy != "pairwise" or not labels:
+        return None, base.peak_extra
+    n_steps = len(base.steps)
+
+    def measure(chunks: dict[int, int]) -> tuple[int, float, int]:
+        cut = {lab for lab in labels if chunks[lab] < extents[lab]}
+        sliced, hoisted = _structure(base, cut)
+        ext = {**extents, **chunks}
+        peak = _loop_peak(base, base, ext, ext, sliced, hoisted)
+        n_blocks = math.prod(-(-extents[lab] // chunks[lab]) for lab in cut)
+        loop = [k for k in range(n_steps) if k not in set(hoisted)]
+        tokens = _tokens_of(base)
+        per_block = model.block_ns(len(loop))
+        for k in loop:
+            step = base.steps[k]
+            per_block += _step_cost(step, ext, model)
+            for view, (kind, j) in ((step.x_view, tokens[k][0]), (step.y_view, tokens[k][1])):
+                if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
+                        and _operand_token(base, j, ext, True)[2]):
+                    per_block += model.copy_ns(size_of(inputs[j], ext))
+        per_block += _write_ns(size_of(output, ext), bool(cut - set(output)), model)
+        cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
+        return peak, cost, n_blocks
+
+    def greedy(by_rate: bool, target: int, start: dict[int, int], kept: frozenset[int] = frozenset(),
+               allowed: Sequence[int] = labels) -> tuple[bool, dict[int, int], int, float, int]:
+        """(whether the peak reached ``target``, the chunks, the smallest peak seen, the
+        modelled time, the peak) of halving labels one at a time, never past `MAX_BLOCKS`."""
+        chunks = dict(start)
+        peak, cost, _ = measure(chunks)
+        smallest = peak
+        while peak > target:
+            best: tuple[tuple[Any, ...], dict[int, int], int, float] | None = None
+            for lab in allowed:
+                if chunks[lab] == 1 or lab in kept:
+                    continue
+                trial = dict(chunks)
+                trial[lab] = -(-chunks[lab] // 2)
+                p, c, n = measure(trial)
+                if n > MAX_BLOCKS:
+                    continue
+                # modelled slowdown per halving of the peak (no reduction ranks last), or
+                # simply the lowest peak; then labels kept in the output, the longest chunk
+                rate = math.log(max(c, 1.0) / max(cost, 1.0)) / math.log(peak / p) if p < peak else math.inf
+                key = ((p >= peak, rate) if by_rate else (p, c)) + (lab not in output, -chunks[lab], lab)
+                if best is None or key < best[0]:
+                    best = (key, trial, p, c)
+            if best is None:
+                return False, chunks, smallest, cost, peak
+            _, chunks, peak, cost = best
+            smallest = min(smallest, peak)
+        return True, chunks, smallest, cost, peak
+
+    def attempts(target: int) -> tuple[list[tuple[float, dict[int, int], int]], float]:
+        found: list[tuple[float, dict[int, int], int]] = []
+        stuck: list[dict[int, int]] = []
+        smallest = math.inf
+        if batch_like:
+            # Cuts along labels every step batches over keep each step's BLAS shapes and need
+            # no accumulation: the model prices the narrow products other cuts make least
+            # reliably, so such a cut is kept unless another models `BATCH_CUT_WORTH` faster.
+            ok, chunks, reached, cost, peak = greedy(True, target, whole, allowed=batch_like)
+            smallest = min(smallest, reached)
+            if ok:
+                found.append((cost / BATCH_CUT_WORTH, chunks, peak))
+        for by_rate in (True, False):
+            ok, chunks, reached, cost, peak = greedy(by_rate, target, whole)
+            smallest = min(smallest, reached)
+            if ok:
+                found.append((cost, chunks, peak))
+            else:
+                stuck.append(chunks)
+        if not found:
+            # Both ran out of blocks: a label cut early (cheap at first) can use up the
+            # budget another label needs later.  Retry with each such label kept whole.
+            for kept in sorted({lab for ch in stuck for lab in labels if ch[lab] < extents[lab]}):
+                for by_rate in (True, False):
+                    ok, chunks, reached, cost, peak = greedy(by_rate, target, whole, frozenset([kept]))
+                    smallest = min(smallest, reached)
+                    if ok:
+                        found.append((cost, chunks, peak))
+        return found, smallest
+
+    batch_like = [lab for lab in labels if lab in output and all(
+        lab in step.batch for step in base.steps
+        if step.kernel == "matmul" and (lab in step.x_labels or lab in step.y_labels))]
+    target = max(1, int(limit * BLOCK_HEADROOM))
+    whole = {lab: extents[lab] for lab in labels}
+    smallest = math.inf
+    while True:
+        found, reached = attempts(target)
+        smallest = min(smallest, reached)
+        if not found:
+            return None, int(smallest)
+        cost, chunks, peak = min(found, key=lambda f: f[0])
+        if all(chunks[lab] == extents[lab] for lab in labels if lab not in batch_like):
+            cost = measure(chunks)[1]
+            chunks, peak, cost = _improve(chunks, peak, cost, target, batch_like, extents, measure)
+        else:
+            chunks, peak, cost = _improve(chunks, peak, cost, target, labels, extents, measure)
+        blocked = _assemble(base, chunks, labels, use_einsum, model)
+        if blocked.peak_extra <= limit:
+            return replace(blocked, memory_limit=limit), int(min(smallest, blocked.peak_extra))
+        # the estimate missed (another kernel or layout at block shapes): aim lower
+        target = max(1, min(target - 1, int(target * limit / blocked.peak_extra)))
+
+
+def _improve(chunks: dict[int, int], peak: int, cost: float, target: int, labels: list[int],
+             extents: dict[int, int], measure: Callable[[dict[int, int]], tuple[int, float, int]],
+             rounds: int = 16) -> tuple[dict[int, int], int, float]:
+    """Local search after the greedy halving: move a cut from one label to another (double
+    one chunk, halve another) or undo it, while the peak stays within ``target`` and the
+    modelled time falls (the halving order can cut a label whose steps could have been
+    hoisted)."""
+    for _ in range(rounds):
+        found = None
+        for grow in labels:
+            if chunks[grow] == extents[grow]:
+                continue
+            bigger = min(extents[grow], chunks[grow] * 2)
+            for shrink in [None, *labels]:
+                if shrink == grow or (shrink is not None and chunks[shrink] == 1):
+                    continue
+                trial = dict(chunks)
+                trial[grow] = bigger
+                if shrink is not None:
+                    trial[shrink] = -(-chunks[shrink] // 2)
+                p, c, n = measure(trial)
+                if p <= target and n <= MAX_BLOCKS and c < cost * (1 - 1e-3) and (
+                        found is None or c < found[2]):
+                    found = (trial, p, c)
+        if found is None:
+            break
+        chunks, peak, cost = found
+    return chunks, peak, cost
+
+
+def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_einsum: bool,
+              model: CostModel = NUMPY_MODEL) -> Schedule:
+    """The blocked schedule for these chunk sizes: one inner schedule per kind of block
+    (full chunks, and the shorter last chunk of each cut label), its exact peak and cost."""
+    inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
+    sliced_labels = tuple(lab for lab in labels if chunks[lab] < extents[lab])
+    sizes = tuple(chunks[lab] for lab in sliced_labels)
+    counts = tuple(-(-extents[lab] // chunks[lab]) for lab in sliced_labels)
+    sliced, hoisted = _structure(base, set(sliced_labels))
+    loop = [k for k in range(len(base.steps)) if k not in set(hoisted)]
+    accumulate = any(lab not in output for lab in sliced_labels)
+    variants: list[tuple[tuple[int, ...], Schedule]] = []
+    total = sum(base.steps[k].cost_ns for k in hoisted)
+    peak = 0
+    for lengths in itertools.product(*[
+            sorted({c, extents[lab] % c} - {0}, reverse=True) for lab, c in zip(sliced_labels, sizes)]):
+        length_of = dict(zip(sliced_labels, lengths))
+        block_shapes = tuple(tuple(length_of.get(lab, n) if n != 1 else 1 for lab, n in zip(t, s))
+                             for t, s in zip(inputs, shapes))
+        block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
+                                layouts=base.layouts, cost_model=model)
+        variants.append((lengths, block))
+        how_many = math.prod(
+            (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
+        total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop)
+                             + _write_ns(size_of(output, block.extents), accumulate, model))
+        peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
+    first = variants[0][1]
+    blocking = Blocking(
+        labels=sliced_labels, chunks=sizes, counts=counts,
+        accumulate=accumulate,
+        operand_axes=tuple(tuple(tuple(a for a, (l2, n) in enumerate(zip(t, s)) if l2 == lab and n != 1)
+                                 for lab in sliced_labels) for t, s in zip(inputs, shapes)),
+        output_axes=tuple(tuple(a for a, l2 in enumerate(output) if l2 == lab) for lab in sliced_labels),
+        inner=tuple(variants), hoisted=hoisted, sliced=sliced)
+    return replace(base, preparations=first.preparations, steps=first.steps, finish=first.finish,
+                   peak_extra=peak, cost_ns=total, blocking=blocking)
+
+
+def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
+                  memory_limit: Any = None, layouts: tuple[int, ...] | None = None,
+                  cost_model: CostModel = NUMPY_MODEL) -> Schedule:
+    """The schedule for a validated `Plan` (cached per plan and ``optimize``).
+
+    ``use_einsum=False`` avoids einsum entirely, ``cost_model`` prices the choices (see
+    `schedule_labels`).
+
+    >>> from contractions.plan import make_plan
+    >>> plan = make_plan('Wa,Wa->W', ((2, 3), (2, 3)), ())
+    >>> make_schedule(plan).einsum   # local letters, first-appearance order
+    'ab,ab->a'
+    """
+    exp = plan.expansion
+    optimize = normalise_optimize(optimize)
+    schedule = schedule_labels(exp.inputs, exp.output, plan.shapes, optimize,
+                               use_einsum=use_einsum, memory_limit=memory_limit,
+                               extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
+    # The model may price the steps against one einsum call along a path (torch: one C++ call
+    # instead of a Python dispatch per operation); the schedule then says to run that call.
+    if schedule.strategy == "pairwise" and schedule.blocking is None and schedule.einsum is not None:
+        path = cost_model.one_einsum_path(schedule, optimize)
+        if path is not None:
+            return replace(schedule, strategy="direct", preparations=(), steps=(), path=path,
+                           finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
+    if optimize != "auto":
+        return schedule   # an explicit path or optimizer: run it as asked
+    # Here, not in `schedule_labels`: the blocks' own schedules come from there, unblocked.
+    return _cache_blocked(schedule, use_einsum, cost_model)
+
+
+def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Schedule:
+    """``schedule`` in cache-sized blocks where it is a bandwidth-bound chain whose
+    intermediates outgrow the cache (`matmul_model.CACHE_BLOCK_ELEMENTS`); else unchanged.
+    Only under a memory bound: ``memory_limit=None`` means one unblocked run (and is what
+    backends that cannot run blocks get).
+
+    Bandwidth-bound: at most `CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT` FLOPs per element its steps
+    read or write.  Kept only when the blocks cost at most `CACHE_BLOCK_OVERHEAD` of the
+    modelled time (the model prices the per-block work, not the cache it saves).
+    """
+    cache = model.cache_block_elements()
+    steps = schedule.steps
+    if (not cache or schedule.memory_limit is None or schedule.strategy != "pairwise"
+            or schedule.blocking is not None or len(steps) < 2):
+        return schedule
+    ext = schedule.extents
+    largest = max(size_of(step.result, ext) for step in steps[:-1])
+    moved = sum(size_of(step.x_labels, ext) + size_of(step.y_labels, ext) + step.result_size
+                for step in steps)
+    if largest <= 2 * cache or sum(step.flops for step in steps) > (
+            CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT * moved):
+        return schedule
+    blocked, _ = _blocked(replace(schedule, memory_limit=None), _limit_for(cache), use_einsum, model)
+    if (blocked is None or blocked.blocking is None or blocked.blocking.accumulate
+            or blocked.peak_extra > 2 * cache
+            or blocked.cost_ns > CACHE_BLOCK_OVERHEAD * schedule.cost_ns):
+        return schedule
+    return replace(blocked, memory_limit=schedule.memory_limit,
+                   blocking=replace(blocked.blocking, purpose="cache"))
+
+
+#: Cache-sized blocks are kept while they model at most this much slower than one run.
+CACHE_BLOCK_OVERHEAD = 1.15
+

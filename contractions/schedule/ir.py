@@ -1,0 +1,193 @@
+"""The schedule's data: the frozen types a `Schedule` is made of, and the layout flags.
+
+Nothing here computes; every other module of the package builds or reads these.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..matmul_model import MatmulLayout
+
+Labels = tuple[int, ...]
+
+
+Shape = tuple[int, ...]
+
+
+#: The letters one einsum call may use (numpy's and torch's einsum know exactly these 52).
+EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+# ------------------------------------------------------------------------------ the data
+@dataclass(frozen=True)
+class View:
+    """Present an array with another axis order and shape (a view unless ``gather``).
+
+    Applied in this order: ``contiguous_first`` (make the input C-contiguous, a no-op for
+    C arrays: BLAS needs unit inner strides), ``permutation`` (None: keep the order),
+    ``gather`` (copy into C order), reshape to ``shape``, ``swap_last`` (swap the two last
+    axes: a column-major matrix handed to BLAS with its transpose flag, no copy).
+    """
+
+    permutation: tuple[int, ...] | None
+    shape: Shape
+    gather: bool = False
+    contiguous_first: bool = False
+    swap_last: bool = False
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """How one operand reaches unique, non-trivial labels before any pairing.
+
+    ``transpose`` (first) permutes the axes: a Fortran-ordered operand is read as its
+    reversed-axes transpose, which is C-ordered (a view).  ``squeeze`` reshapes away size-1
+    axes (a view); each of ``diagonals`` takes the diagonal of two axes (appended last, as
+    ``numpy.diagonal`` does); ``sum_axes`` are summed (labels no other operand and not the
+    output needs).  ``labels`` are the operand's labels after.
+    """
+
+    squeeze: Shape | None
+    diagonals: tuple[tuple[int, int], ...]
+    sum_axes: tuple[int, ...]
+    labels: Labels
+    transpose: tuple[int, ...] | None = None
+
+    @property
+    def is_identity(self) -> bool:
+        return (self.squeeze is None and not self.diagonals and not self.sum_axes
+                and self.transpose is None)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pairwise contraction.
+
+    ``operands`` are positions in the working list (both removed, the result appended last:
+    opt_einsum's convention).  Each operand first sums ``sum_x``/``sum_y`` (axes nobody needs
+    later), then the ``kernel`` runs:
+
+    * ``'matmul'``: ``matmul(x_view(x), y_view(y))`` (operands swapped when ``swap``), then a
+      reshape to ``result_shape``; ``layout`` is the priced layout it came from;
+    * ``'multiply'``: ``multiply(x_view(x), y_view(y))``, both broadcast to ``result`` order;
+    * ``'einsum'``: one einsum call on the local letter string ``einsum``.
+
+    ``cost_ns`` is the modelled time, ``flops`` opt_einsum's count for the step.
+    """
+
+    operands: tuple[int, int]
+    x_labels: Labels
+    y_labels: Labels
+    sum_x: tuple[int, ...]
+    sum_y: tuple[int, ...]
+    batch: Labels
+    contract: Labels
+    result: Labels
+    result_shape: Shape
+    kernel: str
+    einsum: str | None
+    x_view: View | None
+    y_view: View | None
+    swap: bool
+    layout: MatmulLayout | None
+    cost_ns: float
+    flops: int
+
+    @property
+    def result_size(self) -> int:
+        return math.prod(self.result_shape)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The last touches: permute to output order, reshape (size-1 axes come back), and copy
+    when nothing allocated a fresh array (the result must never alias an input)."""
+
+    permutation: tuple[int, ...] | None
+    shape: Shape
+    reshape: bool
+    copy: bool
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """The steps whose buffers would break the memory limit, run block by block.
+
+    Each label in ``labels`` is cut into chunks of ``chunks`` (``counts`` of them, the last
+    possibly shorter).  ``sliced[k]`` says whether operand ``k`` carries a cut label (a
+    broadcast size-1 axis does not count); the others are prepared once.  The steps numbered
+    in ``hoisted`` (positions in ``Schedule.steps``) depend on no sliced operand: they run
+    once, before the loop, on the whole operands, and their results are shared by every
+    block (a hoisted prologue).  Every other step is inside the loop: a block slices the
+    sliced operands along ``operand_axes[k]`` (per cut label, the axes of operand ``k``
+    carrying it), runs those steps of the schedule in ``inner`` for its chunk sizes, and
+    writes its result into the output at ``output_axes`` (or, for a label summed over,
+    adds it: ``accumulate``).  ``purpose`` says why: ``'memory'`` (the limit) or
+    ``'cache'`` (a bandwidth-bound chain, its intermediates kept cache-sized).
+    """
+
+    labels: Labels
+    chunks: tuple[int, ...]
+    counts: tuple[int, ...]
+    accumulate: bool
+    operand_axes: tuple[tuple[tuple[int, ...], ...], ...]
+    output_axes: tuple[tuple[int, ...], ...]
+    inner: tuple[tuple[tuple[int, ...], Schedule], ...]
+    hoisted: tuple[int, ...] = ()
+    sliced: tuple[bool, ...] = ()
+    purpose: str = "memory"
+
+    @property
+    def n_blocks(self) -> int:
+        return math.prod(self.counts)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A complete, backend-neutral execution recipe for one shape signature.
+
+    ``inputs``/``output`` are integer labels, ``extents`` maps every label to its extent.
+    ``flops`` counts the scheduled work (steps and preparation sums), ``naive_flops`` that of
+    one einsum loop, ``peak_extra`` the most elements alive at once beyond the operands and the
+    result, and ``cost_ns`` the modelled time.  ``optimizer`` names what chose ``path``.
+    ``blocking`` is set when the call runs in blocks to stay within ``memory_limit`` (elements;
+    None: unbounded).  ``layouts[k]`` describes operand ``k`` as the peak counts it (``None``:
+    every operand C-contiguous and of the computation's dtype; else bit `STRIDED`: neither C-
+    nor Fortran-contiguous, so a BLAS step copies it; bit `FORTRAN`: Fortran-ordered, read as
+    its transpose; bit `CONVERTED`: converted to the computation's dtype, a copy).
+    """
+
+    inputs: tuple[Labels, ...]
+    output: Labels
+    shapes: tuple[Shape, ...]
+    output_shape: Shape
+    extents: dict[int, int] = field(compare=False, repr=False)
+    strategy: str = "pairwise"
+    einsum: str | None = None
+    preparations: tuple[Preparation, ...] = ()
+    steps: tuple[Step, ...] = ()
+    path: tuple[tuple[int, ...], ...] = ()
+    finish: Finish | None = None
+    optimizer: str = "auto"
+    flops: int = 0
+    naive_flops: int = 0
+    peak_extra: int = 0
+    cost_ns: float = 0.0
+    memory_limit: int | None = None
+    blocking: Blocking | None = None
+    layouts: tuple[int, ...] | None = None
+
+
+#: Bits of `Schedule.layouts`: the operand is not C-contiguous (nor Fortran-ordered: a BLAS
+#: step that needs its matrix contiguous copies it); the operand is converted to the
+#: computation's dtype (a copy).
+STRIDED = 1
+
+
+CONVERTED = 2
+
+
+#: Bit of `Schedule.layouts`: the operand is Fortran-ordered (read as its transpose, a C array).
+FORTRAN = 4

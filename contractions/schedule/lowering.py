@@ -1,0 +1,337 @@
+"""Lowering: a contraction and a path become a `Schedule` (preparations, pairwise steps with
+their kernels, views and modelled costs, the finish), or one direct einsum call."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from opt_einsum.helpers import flop_count as _flop_count
+
+from ..errors import ContractionError
+from ..matmul_model import NUMPY_MODEL, CostModel, best_matmul_layout, size_of
+from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
+from .memory import _peak_extra
+from .paths import _candidate_paths, _find_path, _optimizer_name
+
+# numpy's C einsum takes fewer than 64 operands (32 before numpy 2): more always run pairwise.
+DIRECT_MAX_OPERANDS = 31
+
+
+# --------------------------------------------------------------------------- preparation
+def _permutation(current: Sequence[int], wanted: Sequence[int]) -> tuple[int, ...] | None:
+    perm = tuple(current.index(label) for label in wanted)
+    return None if perm == tuple(range(len(perm))) else perm
+
+
+def _einsum_string(inputs: Sequence[Sequence[int]], output: Sequence[int]) -> str | None:
+    """Letter string for integer-labelled terms, or None past 52 distinct labels."""
+    letters: dict[int, str] = {}
+    for term in (*inputs, output):
+        for label in term:
+            if label not in letters:
+                if len(letters) == len(EINSUM_LETTERS):
+                    return None
+                letters[label] = EINSUM_LETTERS[len(letters)]
+    return ",".join("".join(letters[lab] for lab in t) for t in inputs) + "->" + "".join(
+        letters[lab] for lab in output)
+
+
+def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int],
+             reverse: bool = False) -> Preparation:
+    transpose = None
+    if reverse and len(shape) > 1:
+        transpose = tuple(reversed(range(len(shape))))
+        labels, shape = labels[::-1], shape[::-1]
+    # Size-1 axes carry nothing: they broadcast against a full extent elsewhere, or the label
+    # is 1 everywhere and the output gets its 1 back from the final reshape.
+    kept = [axis for axis, n in enumerate(shape) if n != 1]
+    squeeze = tuple(shape[a] for a in kept) if len(kept) != len(shape) else None
+    current = [labels[a] for a in kept]
+    diagonals = []
+    while len(set(current)) != len(current):
+        label = next(lab for lab in current if current.count(lab) > 1)
+        first = current.index(label)
+        second = current.index(label, first + 1)
+        diagonals.append((first, second))
+        current = [lab for k, lab in enumerate(current) if k not in (first, second)] + [label]
+    # Axes nobody else needs are summed now, before they inflate a pairwise step.
+    sum_axes = tuple(a for a, lab in enumerate(current) if lab not in needed_elsewhere)
+    current = [lab for a, lab in enumerate(current) if a not in sum_axes]
+    return Preparation(squeeze=squeeze, diagonals=tuple(diagonals), sum_axes=sum_axes,
+                       labels=tuple(current), transpose=transpose)
+
+
+# ---------------------------------------------------------------------------------- steps
+def _in_order_view(labels: Labels, order: Labels, extents: dict[int, int]) -> View:
+    """View an array with ``labels`` in ``order``; absent labels become size-1 axes."""
+    present = [lab for lab in order if lab in labels]
+    return View(permutation=_permutation(labels, present),
+                shape=tuple(extents[lab] if lab in labels else 1 for lab in order))
+
+
+def _preferred_order(lx: Labels, ly: Labels, kept: set[int], final: Labels | None,
+                     extents: dict[int, int]) -> Labels:
+    """Result order for multiply/einsum steps: the output order on the last step, else the
+    larger operand's order then the other's new labels (streams the big one)."""
+    if final is not None:
+        return final
+    big, small = (lx, ly) if size_of(lx, extents) >= size_of(ly, extents) else (ly, lx)
+    order = [lab for lab in big if lab in kept]
+    order += [lab for lab in small if lab in kept and lab not in order]
+    return tuple(order)
+
+
+def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inner: Labels,
+                 factor: Any, extents: dict[int, int]) -> View:
+    """The view making an operand one matmul factor: ``stack`` then the (outer x inner) matrix."""
+    n_outer, n_inner = size_of(outer, extents), size_of(inner, extents)
+    if factor.copy:
+        return View(permutation=_permutation(labels, lead + outer + inner),
+                    shape=(*stack, n_outer, n_inner), gather=True)
+    # The plan assumes C-ordered operands; anything else (a caller's Fortran array, a diagonal
+    # view) is made contiguous once rather than handed to matmul's slow non-BLAS loop.
+    if factor.transposed:
+        return View(permutation=_permutation(labels, lead + inner + outer),
+                    shape=(*stack, n_inner, n_outer), contiguous_first=True, swap_last=True)
+    return View(permutation=_permutation(labels, lead + outer + inner),
+                shape=(*stack, n_outer, n_inner), contiguous_first=True)
+
+
+def _inner_run(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int]) -> int:
+    """The length of the innermost loop of a broadcast product written in ``order``: its
+    trailing labels that both operands hold, or one holds, alike (numpy's iterator merges
+    such axes into one loop; a change of which operand holds a label breaks the run)."""
+    run = 1
+    side = None
+    for lab in reversed(order):
+        here = (lab in lx, lab in ly)
+        if side is not None and here != side:
+            break
+        side = here
+        run *= extents[lab]
+    return run
+
+
+def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
+          extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
+          model: CostModel = NUMPY_MODEL) -> Step:
+    """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
+    x_labels, y_labels = lx, ly
+    # Labels only one side has and nobody needs later are summed first.
+    sum_x = tuple(a for a, lab in enumerate(lx) if lab not in ly and lab not in keep)
+    sum_y = tuple(a for a, lab in enumerate(ly) if lab not in lx and lab not in keep)
+    lx = tuple(lab for a, lab in enumerate(lx) if a not in sum_x)
+    ly = tuple(lab for a, lab in enumerate(ly) if a not in sum_y)
+    shared = set(lx) & set(ly)
+    batch_set = {lab for lab in shared if lab in keep}
+    contract_set = shared - batch_set
+    kept = (set(lx) | set(ly)) - contract_set
+    left = tuple(lab for lab in lx if lab not in shared)
+    right = tuple(lab for lab in ly if lab not in shared)
+    every = tuple(dict.fromkeys(lx + ly))
+    flops = _flop_count(every, bool(contract_set), 2, extents)
+    common = dict(operands=operands, x_labels=x_labels, y_labels=y_labels, sum_x=sum_x,
+                  sum_y=sum_y, flops=flops)
+
+    if not contract_set:
+        # Nothing to sum: an outer/elementwise product of broadcast views.
+        order = _preferred_order(lx, ly, kept, final, extents)
+        shape = tuple(extents[lab] for lab in order)
+        return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
+                    result=order, result_shape=shape, kernel="multiply", einsum=None,
+                    x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
+                    swap=False, layout=None,
+                    cost_ns=model.multiply_ns(math.prod(shape), _inner_run(order, lx, ly, extents)))
+
+    layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
+    nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
+    needs_copy = layout.left.copy or layout.right.copy
+    vector_like = not left or not right
+    small = nl * nc * nr <= model.einsum_step_max_macs()
+    letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
+    if letters_ok and vector_like and (needs_copy or small or (not left and not right)):
+        # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
+        # gain on a large single matrix-vector product with a free layout.
+        order = _preferred_order(lx, ly, kept, final, extents)
+        subscripts = _einsum_string((lx, ly), order)
+        assert subscripts is not None
+        shape = tuple(extents[lab] for lab in order)
+        macs = math.prod(extents[lab] for lab in every)
+        return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
+                    result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
+                    y_view=None, swap=False, layout=None,
+                    cost_ns=model.einsum_ns(macs) + model.fresh_buffer_ns(math.prod(shape)))
+
+    lp, lq = (ly, lx) if layout.swap else (lx, ly)
+    b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
+    ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
+    # Stack axes: batch, the left factor's spread labels, then the right's (each factor has 1s
+    # in the other's spread positions; matmul broadcasts them).
+    left_stack = (*ext(b), *ext(p.spread), *(1 for _ in q.spread))
+    right_stack = (*ext(b), *(1 for _ in p.spread), *ext(q.spread))
+    view_p = _factor_view(lp, b + p.spread, left_stack, p.free, c, p, extents)
+    view_q = _factor_view(lq, b + q.spread, right_stack, c, q.free, q, extents)
+    result = b + p.spread + q.spread + p.free + q.free
+    x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
+    return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
+                kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
+                layout=layout, cost_ns=layout.cost + model.fresh_buffer_ns(size_of(result, extents)))
+
+
+# ------------------------------------------------------------------------------ schedules
+def _extents_of(inputs: Sequence[Labels], shapes: Sequence[Shape]) -> dict[int, int]:
+    extents: dict[int, int] = {}
+    for labels, shape in zip(inputs, shapes):
+        for label, n in zip(labels, shape):
+            if extents.get(label, 1) == 1:
+                extents[label] = n
+    return extents
+
+
+def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+            output_shape: Shape, extents: dict[int, int], einsum: str,
+            path: tuple[tuple[int, ...], ...], naive: int, optimizer: str) -> Schedule:
+    summed = {lab for term in inputs for lab in term} - set(output)
+    # einsum returns a view for a pure transpose/diagonal of one operand: copy it then.
+    finish = Finish(permutation=None, shape=output_shape, reshape=False,
+                    copy=len(inputs) == 1 and not summed)
+    return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
+                    extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
+                    optimizer=optimizer, flops=naive, naive_flops=naive,
+                    peak_extra=0, cost_ns=float(naive))
+
+
+def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
+                  final_order: Labels, layouts: tuple[int, ...] | None = None) -> list[Preparation]:
+    # Labels of extent 1 everywhere are dropped from the whole computation; the final reshape
+    # puts their 1s back into the output.
+    surviving = [tuple(lab for lab, n in zip(t, s) if n != 1) for t, s in zip(inputs, shapes)]
+    preps = []
+    for k, (labels, shape) in enumerate(zip(inputs, shapes)):
+        elsewhere = set(final_order)
+        for other, term in enumerate(surviving):
+            if other != k:
+                elsewhere.update(term)
+        preps.append(_prepare(labels, shape, elsewhere,
+                              reverse=bool(layouts is not None and layouts[k] & FORTRAN)))
+    return preps
+
+
+def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
+          extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL,
+          memo: dict[Any, Step] | None = None) -> list[Step]:
+    """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
+    current = [p.labels for p in preps]
+    output_set = set(final_order)
+    steps: list[Step] = []
+    for contraction in path:
+        positions = sorted(contraction)
+        while len(positions) > 1:
+            i, j = positions[0], positions[1]
+            rest = [t for k, t in enumerate(current) if k not in (i, j)]
+            keep = set(output_set).union(*rest) if rest else set(output_set)
+            final = final_order if not rest else None
+            # Candidate paths share most of their steps: price each distinct one once.
+            key = (current[i], current[j], frozenset(keep), final)
+            found = memo.get(key) if memo is not None else None
+            if found is None:
+                found = _step((i, j), current[i], current[j], keep, extents, final, use_einsum,
+                              model)
+                if memo is not None:
+                    memo[key] = found
+            step = found if found.operands == (i, j) else replace(found, operands=(i, j))
+            steps.append(step)
+            current = rest + [step.result]
+            positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
+    assert len(current) == 1, current
+    return steps
+
+
+def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+              output_shape: Shape, extents: dict[int, int], path: tuple[tuple[int, ...], ...],
+              optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
+              preps: list[Preparation] | None = None,
+              layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL,
+              memo: dict[Any, Step] | None = None) -> Schedule:
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    if preps is None:
+        preps = _preparations(inputs, shapes, final_order)
+    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo)
+    labels = steps[-1].result if steps else preps[0].labels
+    fresh = bool(steps) or any(p.sum_axes for p in preps)
+    finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
+                    reshape=tuple(extents[lab] for lab in final_order) != output_shape,
+                    copy=not fresh)
+    flops = sum(math.prod(extents[lab] for lab in lab_in) for p, lab_in in zip(preps, inputs)
+                if p.sum_axes) + sum(s.flops for s in steps)
+    schedule = Schedule(
+        inputs=inputs, output=output, shapes=shapes, output_shape=output_shape, extents=extents,
+        strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
+        path=path, finish=finish, optimizer=optimizer, flops=flops,
+        naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps), layouts=layouts)
+    return replace(schedule, peak_extra=_peak_extra(schedule))
+
+
+def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+                     optimize: Any = "auto", strategy: str | None = None, use_einsum: bool = True,
+                     extents_by_label: tuple[int, ...] | None = None,
+                     layouts: tuple[int, ...] | None = None,
+                     cost_model: CostModel = NUMPY_MODEL) -> list[Schedule]:
+    """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
+    one direct schedule, or one pairwise schedule per candidate path.
+
+    >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
+    ...                                   strategy='pairwise')][:2]
+    [((0, 1), (0, 1)), ((0, 2), (0, 1))]
+    """
+    extents = (dict(enumerate(extents_by_label)) if extents_by_label is not None
+               else _extents_of(inputs, shapes))
+    output_shape = tuple(extents[lab] for lab in output)
+    distinct = {lab for term in inputs for lab in term}
+    naive = _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
+    einsum = _einsum_string(inputs, output)
+    if strategy not in (None, "direct", "pairwise"):
+        raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
+    if strategy is None:
+        limit = cost_model.direct_max_naive_cost(len(distinct))
+        small = math.prod(extents[lab] for lab in distinct) <= limit
+        # A single operand (transpose/diagonal/sum) is one memory-bound pass that einsum's C
+        # loop does best at any size ('CDaa->CD' 72 us vs 184 us via diagonal + add.reduce).
+        wants_direct = optimize == "direct" or (optimize == "auto" and (small or len(inputs) == 1))
+        fits = einsum is not None and len(inputs) <= DIRECT_MAX_OPERANDS
+        strategy = "direct" if fits and wants_direct and use_einsum else "pairwise"
+        if optimize == "direct" and use_einsum:
+            strategy = "direct"  # asked for explicitly (optimize=False): refused past the limits
+    if strategy == "direct":
+        if einsum is None:
+            raise ContractionError(
+                f"a single einsum call takes at most {len(EINSUM_LETTERS)} distinct axes; this "
+                f"contraction has {len(distinct)}: use a pairwise optimize= (the default 'auto')")
+        if len(inputs) > DIRECT_MAX_OPERANDS:
+            raise ContractionError(
+                f"a single einsum call takes at most {DIRECT_MAX_OPERANDS} operands here; this "
+                f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
+        path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
+        path = _find_path(path_by, list(inputs), output, extents)
+        return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
+                        _optimizer_name(optimize))]
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    if layouts is not None and not any(layouts):
+        layouts = None
+    preps = _preparations(inputs, shapes, final_order, layouts)
+    terms = [p.labels for p in preps]
+    if optimize in ("auto", "direct"):
+        # Price every candidate order with the time model (FLOP-optimal ones included) and
+        # keep the fastest modelled: FLOPs alone ignore copies, small-product BLAS speed and
+        # the page faults of large fresh buffers.
+        paths = _candidate_paths(terms, final_order, extents)
+        name = "auto"
+    else:
+        paths = [_find_path(optimize, terms, final_order, extents)]
+        name = _optimizer_name(optimize)
+    memo: dict[Any, Step] = {}
+    return [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
+                      use_einsum, preps, layouts, cost_model, memo) for path in paths]

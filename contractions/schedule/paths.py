@@ -1,0 +1,169 @@
+"""``optimize=``: its accepted forms, and the pairwise paths they name (opt_einsum's presets,
+an explicit path, a PathOptimizer, cotengra's path, every order of a few operands)."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from opt_einsum import paths as _opt_paths
+
+from ..errors import PathError
+from ..expand import symbol_past_letters
+from .ir import EINSUM_LETTERS, Labels
+
+# ------------------------------------------------------------------------------ optimize=
+#: What ``optimize=`` accepts, normalised: a preset name, ``'direct'`` (one einsum call),
+#: an explicit path (tuple of tuples) or a PathOptimizer instance.
+Optimize = Any
+
+
+def normalise_optimize(optimize: Any) -> Any:
+    """Check an ``optimize=`` value and return a hashable, canonical form.
+
+    Accepted: an opt_einsum preset name (``'auto'``, ``'greedy'``, ``'optimal'``, ``'dp'``,
+    ``'branch-2'``, ``'auto-hq'``, ``'random-greedy'``, ...), ``True`` (``'auto'``), ``False``
+    (one einsum call, no pairwise path), an explicit path (``[(1, 2), (0, 1)]``, optionally
+    led by numpy's ``'einsum_path'``) or an ``opt_einsum.paths.PathOptimizer`` instance (such
+    as cotengra's ``HyperOptimizer``).
+
+    >>> normalise_optimize([(1, 2), [0, 1]])
+    ((1, 2), (0, 1))
+    >>> normalise_optimize(False)
+    'direct'
+    """
+    if optimize is True:
+        return "auto"
+    if optimize is False:
+        return "direct"
+    if isinstance(optimize, str):
+        name = optimize.lower()
+        if name == "direct":
+            return name
+        try:
+            _opt_paths.get_path_fn(name)
+        except KeyError:
+            known = sorted(_opt_paths._PATH_OPTIONS)  # the registry opt_einsum looks names up in
+            raise ValueError(
+                f"optimize={optimize!r} names no path optimizer; use one of {known}, an explicit "
+                "path such as [(0, 1), (0, 1)], an opt_einsum PathOptimizer, or False for one "
+                "einsum call") from None
+        return name
+    if isinstance(optimize, _opt_paths.PathOptimizer):
+        return optimize
+    if isinstance(optimize, (list, tuple)):
+        items = list(optimize)
+        if items and items[0] == "einsum_path":  # numpy's np.einsum_path output
+            items = items[1:]
+        path = []
+        for pair in items:
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence):
+                raise TypeError(f"optimize= path entries must be tuples of operand positions, "
+                                f"got {pair!r} in {optimize!r}")
+            try:
+                path.append(tuple(int(k) for k in pair))
+            except (TypeError, ValueError):
+                raise TypeError(f"optimize= path entries must be tuples of ints, got {pair!r}") from None
+        return tuple(path)
+    raise TypeError(
+        f"optimize= must be a preset name ('auto', 'greedy', 'optimal', 'dp', ...), True/False, "
+        f"an explicit path like [(0, 1)] or an opt_einsum PathOptimizer, not {type(optimize).__name__}")
+
+
+def _optimizer_name(optimize: Any) -> str:
+    if isinstance(optimize, str):
+        return optimize
+    if isinstance(optimize, tuple):
+        return "explicit path"
+    return type(optimize).__name__
+
+
+def _find_path(optimize: Any, terms: list[Labels], output: Labels,
+               extents: dict[int, int]) -> tuple[tuple[int, ...], ...]:
+    if len(terms) == 1:
+        return ((0,),)
+    if isinstance(optimize, tuple):
+        return _checked_path(optimize, len(terms))
+    size_dict = {label: extents[label] for term in terms for label in term}
+    if isinstance(optimize, str):
+        name = "auto" if optimize == "direct" else optimize
+        found = _opt_paths.get_path_fn(name)([frozenset(t) for t in terms], frozenset(output), size_dict)
+    else:
+        # A PathOptimizer (cotengra's among them) gets string indices, as from opt_einsum.
+        sym = {label: _opt_symbol(label) for label in size_dict}
+        found = optimize([tuple(sym[lab] for lab in t) for t in terms],
+                         tuple(sym[lab] for lab in output if lab in sym),
+                         {sym[lab]: n for lab, n in size_dict.items()})
+    return _checked_path(tuple(tuple(int(k) for k in step) for step in found), len(terms))
+
+
+def _opt_symbol(label: int) -> str:
+    # opt_einsum's symbol order, past the surrogates that get_symbol would hand out
+    return EINSUM_LETTERS[label] if label < len(EINSUM_LETTERS) else symbol_past_letters(label)
+
+
+def _checked_path(path: tuple[tuple[int, ...], ...], n: int) -> tuple[tuple[int, ...], ...]:
+    """Validate a path in opt_einsum's form against ``n`` operands."""
+    count = n
+    for k, step in enumerate(path):
+        if len(step) == 0 or len(set(step)) != len(step) or any(not 0 <= i < count for i in step):
+            raise PathError(
+                f"optimize= path {list(path)} is invalid at entry {k} {step}: with {count} operands "
+                f"left, each entry names distinct positions 0..{count - 1} (contracted operands are "
+                "removed and the result appended last, as in opt_einsum)")
+        count -= len(step) - 1
+    if count != 1:
+        raise PathError(
+            f"optimize= path {list(path)} leaves {count} operands uncontracted; it must end with one "
+            f"(for {n} operands, e.g. {[(0, 1)] * (n - 1)})")
+    return path
+
+
+def _candidate_paths(terms: list[Labels], output: Labels,
+                     extents: dict[int, int]) -> list[tuple[tuple[int, ...], ...]]:
+    """Paths worth pricing with the time model: every pairwise order up to four operands
+    (the FLOP-optimal one among them), else opt_einsum's auto, greedy and dp paths and, when
+    it is installed, cotengra's."""
+    n = len(terms)
+    if n <= 4:
+        return list(_all_pairwise_paths(n))
+    found: list[tuple[tuple[int, ...], ...]] = []
+    for name in ("auto", "greedy", "dp") if n <= 16 else ("auto", "greedy"):
+        path = _find_path(name, terms, output, extents)
+        if path not in found:
+            found.append(path)
+    cotengra_path = _cotengra_path(terms, output, extents)
+    if cotengra_path is not None and cotengra_path not in found:
+        found.append(cotengra_path)
+    return found
+
+
+def _cotengra_path(terms: list[Labels], output: Labels,
+                   extents: dict[int, int]) -> tuple[tuple[int, ...], ...] | None:
+    """cotengra's own 'auto' path when cotengra is installed (imported on first need, ~0.3 s);
+    None without it, or if it fails: it is one candidate among several, never required."""
+    if importlib.util.find_spec("cotengra") is None:
+        return None
+    try:
+        import cotengra
+
+        found = cotengra.array_contract_path(
+            [tuple(t) for t in terms], output=tuple(output),
+            size_dict={lab: extents[lab] for t in terms for lab in t}, optimize="auto")
+        return _checked_path(tuple(tuple(int(k) for k in step) for step in found), len(terms))
+    except Exception:  # a candidate source, never a dependency: any failure just drops it
+        return None
+
+
+def _all_pairwise_paths(n: int):
+    if n == 1:
+        yield ((0,),)
+        return
+    if n == 2:
+        yield ((0, 1),)
+        return
+    for pair in itertools.combinations(range(n), 2):
+        for rest in _all_pairwise_paths(n - 1):
+            yield (pair, *rest)
