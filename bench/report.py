@@ -9,6 +9,7 @@ against the fresh numbers after a run.
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 
 import peers
@@ -512,6 +513,33 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
             add("")
             for reason, strings in sorted(skipped.items()):
                 add(f"- {reason} — {len(strings)} strings: " + ", ".join(f"`{s}`" for s in strings))
+            add("")
+        modelled = [r for r in _ok(rows) if r.modelled > 0 and "contract" in r.seconds]
+        if size != "tiny" and modelled:
+            ratios = sorted(((r.seconds["contract"] / r.modelled, r) for r in modelled),
+                            key=lambda t: t[0])
+            far = [(x, r) for x, r in ratios if x > 2 or x < 0.5]
+            add(f"### {size}: measured against modelled time")
+            add("")
+            add(f"`contract`'s measured median over the numpy time model's estimate of its schedule "
+                f"(`python bench/steps.py --size {size} STRING` splits it per step): median "
+                f"{statistics.median(x for x, _ in ratios):.2f}x, {len(far)} of {len(ratios)} strings "
+                "beyond 2x either way" + (": " + ", ".join(
+                    f"`{r.subscripts}` {x:.2f}x" + (f" ({r.blocks} blocks)" if r.blocks > 1 else "")
+                    for x, r in far) if far else "") + ".")
+            add("")
+        bounded = [r for r in _ok(rows) if "unbounded" in r.seconds and "contract" in r.seconds]
+        if bounded:
+            pairs = sorted(((r.seconds["unbounded"] / r.seconds["contract"], r) for r in bounded),
+                           key=lambda t: t[0])
+            slow = [(x, r) for x, r in pairs if x < 0.9]
+            add(f"### {size}: the default bound's price")
+            add("")
+            add(f"{len(pairs)} strings run in blocks under the default bound; their time with "
+                "`memory_limit=None` (one unblocked run) over their default time: geomean "
+                f"{geomean([x for x, _ in pairs]):.2f}x, min {pairs[0][0]:.2f}x; {len(slow)} below "
+                "0.9x" + (": " + ", ".join(f"`{r.subscripts}` {x:.2f}x ({r.blocks} blocks)"
+                                          for x, r in slow) if slow else "") + ".")
             add("")
         if size == "large" and any(r.memory for r in rows):
             add("### large: peak extra memory (MB; tracemalloc peak of one call minus its result)")

@@ -80,6 +80,8 @@ class Row:
     memory: dict = field(default_factory=dict)  # method -> peak extra bytes of one call
     largest_bytes: int = 0  # largest operand or result
     notes: dict = field(default_factory=dict)  # method -> how it was timed, when not plainly
+    modelled: float = 0.0  # the default schedule's modelled seconds (numpy time model)
+    blocks: int = 1  # its blocks (1: unblocked)
 
     def best_peer(self, names=peers.PEERS) -> tuple[str, float] | None:
         timed = [(self.seconds[n], n) for n in names if n in self.seconds]
@@ -117,6 +119,9 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
         case.subscripts, *case.shapes, **{f"len_{g}": n for g, n in case.supplements}
     )
     row.strategy = expression.schedule.strategy
+    row.modelled = expression.schedule.cost_ns * 1e-9
+    if expression.schedule.blocking is not None:
+        row.blocks = expression.schedule.blocking.n_blocks
     row.flops, row.nbytes = roofline.contraction_cost(case.expanded, case.shapes)
     row.largest_bytes = max(a.nbytes for a in [*arrays, got])
     funcs = {}
@@ -144,11 +149,16 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
     # the bare compiled schedule: contract minus the engine's per-call work (overhead measurement)
     execute = expression.compiled("numpy")
     funcs["program"] = lambda: execute(*arrays)
+    if row.blocks > 1:   # the same call unbounded: what the default bound costs in time
+        unbounded = contractions.contract_expression(
+            case.subscripts, *case.shapes, memory_limit=None,
+            **{f"len_{g}": n for g, n in case.supplements}).compiled("numpy")
+        funcs["unbounded"] = lambda: unbounded(*arrays)
     measure_memory = measure_memory and case.size in MEMORY_SIZES
     fast = {}
     slow = {}
     for name, func in funcs.items():
-        traced = measure_memory and name != "program"
+        traced = measure_memory and name not in ("program", "unbounded")
         start = time.perf_counter()
         try:
             # the first call, untimed (it only sorts fast from slow); traced where memory is measured
@@ -158,7 +168,7 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
             row.skipped[name] = f"raised {type(exc).__name__}: {first_line}"
             continue
         first = time.perf_counter() - start
-        if name not in ("contract", "program") and _aliases(result, arrays):
+        if name not in ("contract", "program", "unbounded") and _aliases(result, arrays):
             # contract's result never aliases an input (it copies); compare like with like
             func = lambda f=func: f().copy()  # noqa: E731
             row.notes[name] = "returns a view of its input; timed with .copy()"
@@ -177,7 +187,7 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
         row.seconds[name] = statistics.median(samples)
     if measure_memory:  # the rest: one more untimed call each, warm, after the timed ones
         for name, func in {**fast, **slow}.items():
-            if name != "program" and name not in row.memory:
+            if name not in ("program", "unbounded") and name not in row.memory:
                 row.memory[name] = peak_extra_bytes(func)[0]
     return row
 
