@@ -384,8 +384,9 @@ def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Sc
     backends that cannot run blocks get).
 
     Bandwidth-bound: at most `CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT` FLOPs per element its steps
-    read or write, and an intermediate at least half the largest operand.  Kept only when the blocks cost at most `CACHE_BLOCK_OVERHEAD` of the
-    modelled time (the model prices the per-block work, not the cache it saves).
+    read or write, and an intermediate at least half the largest operand.  Kept only when
+    the blocks cost at most `CACHE_BLOCK_OVERHEAD` of the modelled time (the model prices the
+    per-block work, not the cache it saves).
     """
     cache = model.cache_block_elements()
     steps = schedule.steps
