@@ -123,14 +123,25 @@ CACHE_BYTES = 64 * 2**20
 HOT_KEY_MAX_CHARS = 4096
 
 
-@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES, weigh_results=False)
 def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              limit: Any = "default", layouts: tuple[int, ...] | None = None,
              use_einsum: bool = True, cost_model: Any = None) -> tuple[Plan, Schedule]:
+    """The plan and schedule, cached once per problem however many defaults a caller spells
+    out (a `contract_expression` and its numpy program share one entry, so `make_schedule`'s
+    own work, such as cache-sized blocking, runs once per shape)."""
+    return _planned_once(subscripts, shapes, supplements, optimize, limit, layouts, use_einsum,
+                         cost_model or NUMPY_MODEL)
+
+
+@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES, weigh_results=False)
+def _planned_once(subscripts: str, shapes: tuple[tuple[int, ...], ...],
+                  supplements: tuple[tuple[str, int], ...], optimize: Any, limit: Any,
+                  layouts: tuple[int, ...] | None, use_einsum: bool,
+                  cost_model: Any) -> tuple[Plan, Schedule]:
     plan = make_plan(subscripts, shapes, supplements)
     return plan, make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=limit,
-                               layouts=layouts, cost_model=cost_model or NUMPY_MODEL)
+                               layouts=layouts, cost_model=cost_model)
 
 
 def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],

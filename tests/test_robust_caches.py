@@ -130,7 +130,7 @@ def test_successful_calls_with_long_distinct_strings_keep_memory_flat(monkeypatc
     from contractions import expand as _expand
     from contractions import plan as _plan
 
-    caches = [api._planned, api._compiled, _plan.make_plan, _expand.expand, _parser._parse,
+    caches = [api._planned_once, api._compiled, _plan.make_plan, _expand.expand, _parser._parse,
               *(getattr(_solver, name) for name in dir(_solver)
                 if isinstance(getattr(_solver, name), type(_parser._parse)))]
     for cache in caches:
