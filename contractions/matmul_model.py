@@ -52,6 +52,20 @@ __all__ = [
     "FRESH_BUFFER_ELEMENTS",
     "CACHE_BLOCK_ELEMENTS",
     "CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT",
+    "MEMORY_ELEMENTS",
+    "NS_PER_STREAMED_ELEMENT",
+    "NS_PER_FAR_RUN",
+    "NS_PER_FAR_LINE",
+    "FAR_RUN_ELEMENTS",
+    "FAR_JUMP_ELEMENTS",
+    "Access",
+    "access_pattern",
+    "NS_PER_PAGED_ELEMENT",
+    "NS_PER_EVICTED_ELEMENT",
+    "TLB_PAGES",
+    "factor_order",
+    "factor_read_ns",
+    "einsum_read_ns",
     "cache_bytes",
     "fresh_buffer_ns",
 ]
@@ -127,20 +141,18 @@ def _free_runs(labels: Labels, free: set[int]) -> list[Labels]:
     return runs
 
 
-def _presentations(
-    labels: Labels, free: Labels, contract: Labels, is_left: bool, size: int
-) -> list[tuple[float, MatmulFactor]]:
-    """Ways to present one operand as a matmul factor, each with its copy cost (elements)."""
-    options = [(float(size), MatmulFactor(free=free, spread=(), copy=True, transposed=False))]
+def _presentations(labels: Labels, free: Labels, contract: Labels, is_left: bool) -> list[MatmulFactor]:
+    """Ways to present one operand as a matmul factor: gathered, or a strided view."""
+    options = [MatmulFactor(free=free, spread=(), copy=True, transposed=False)]
     free_set = set(free)
     for run in [*_free_runs(labels, free_set), ()]:
         spread = tuple(label for label in free if label not in run)
         # left factor: rows=run, cols=contract; right factor: rows=contract, cols=run
         outer, inner = (run, contract) if is_left else (contract, run)
         if inner and _is_run(labels, inner, at_end=True) and _is_run(labels, outer, at_end=False):
-            options.append((0.0, MatmulFactor(free=run, spread=spread, copy=False, transposed=False)))
+            options.append(MatmulFactor(free=run, spread=spread, copy=False, transposed=False))
         if outer and _is_run(labels, outer, at_end=True) and _is_run(labels, inner, at_end=False):
-            options.append((0.0, MatmulFactor(free=run, spread=spread, copy=False, transposed=True)))
+            options.append(MatmulFactor(free=run, spread=spread, copy=False, transposed=True))
     return options
 
 
@@ -204,6 +216,34 @@ CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT = 16
 NS_PER_BLOCK = 4000.0
 NS_PER_BLOCK_STEP = 2500.0
 
+# Reading from memory, for arrays that outgrow the caches (`MEMORY_ELEMENTS`); the constants
+# above were fitted on products that fit in them:
+#   streaming: a matmul factor read from memory costs ~0.8 ns per element more (a batched
+#       matrix-vector product over a 32 MB operand ran at 1.06-1.3 ns an element, 0.3 in cache);
+#   far-apart runs: read in contiguous runs of one cache line up to `FAR_RUN_ELEMENTS` whose
+#       starts are a page or more apart (`FAR_JUMP_ELEMENTS`), each run costs ~50 ns plus ~10 ns
+#       a line: the hardware prefetcher does not follow jumps across pages (measured: a gather
+#       in runs of 8 with 330 KB jumps at 9-12 ns an element against 1.5 contiguous; matmul
+#       factors with 48-long rows 98 KB apart at 4.5x, 15-long rows at 3.2x the in-cache model).
+#   shorter runs (less than a line) reuse each line, so what counts is what the walk touches
+#       before it comes back to a line (`Access.lines`, `.pages`): more pages than the first-level
+#       TLB holds (`TLB_PAGES`) ~5 ns an element (measured 5.0-7.9 for 16 x 16 pages 98 KB
+#       apart, 2.2 within a page), more lines than `MEMORY_ELEMENTS` holds ~10 (7-17 measured:
+#       the line is gone when the walk comes back).
+NS_PER_STREAMED_ELEMENT = 0.8
+NS_PER_FAR_RUN = 50.0
+NS_PER_FAR_LINE = 10.0
+NS_PER_PAGED_ELEMENT = 5.0
+NS_PER_EVICTED_ELEMENT = 10.0
+TLB_PAGES = 64
+# A layout chosen by the memory terms replaces the one the in-cache terms choose only when it
+# models at least this much faster (measured on the large vocabulary: switches the terms
+# modelled 1.1-1.4x faster ran 0.4-1.4x, those beyond 1.5x ran 1.3-2x faster).
+LAYOUT_MEMORY_WORTH = 1.5
+FAR_RUN_ELEMENTS = 64
+FAR_JUMP_ELEMENTS = 512
+LINE_ELEMENTS = 8
+
 
 def fresh_buffer_ns(elements: int) -> float:
     """Modelled page-fault cost of allocating a result of ``elements`` elements."""
@@ -215,6 +255,96 @@ def matmul_ns(calls: int, m: int, k: int, n: int) -> float:
     return calls * (
         NS_PER_MATMUL_CALL + NS_PER_MAC * m * k * n + NS_PER_MATRIX_ELEMENT * (m * k + k * n + m * n)
     )
+
+
+@dataclass(frozen=True)
+class Access:
+    """How an array is read in some order (`access_pattern`): ``run`` elements from consecutive
+    memory at a time, ``jump`` elements from one run's start to the next's (0: one run), and,
+    for runs shorter than a cache line, the distinct ``lines`` and ``pages`` touched between
+    two reads of one line (its reuse window)."""
+
+    run: int
+    jump: int
+    lines: int = 1
+    pages: int = 1
+
+
+def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
+                   walked: dict[int, int] | None = None) -> Access:
+    """How an array stored C-contiguous with axes ``stored`` is read when walked axis by axis
+    in ``order`` (outermost first).  ``walked`` gives the extents of the part read (a block of a
+    blocked run; default whole): a label read over less than its extent ends the run.  Labels
+    not stored, and extents of 1, are ignored.
+
+    >>> access_pattern((0, 1, 2), (0, 1, 2), {0: 4, 1: 5, 2: 6})   # in memory order
+    Access(run=120, jump=0, lines=1, pages=1)
+    >>> access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 5, 2: 6})   # runs of 6, 30 apart
+    Access(run=6, jump=30, lines=1, pages=1)
+    """
+    stride: dict[int, int] = {}
+    step = 1
+    for label in reversed(stored):
+        stride[label] = step
+        step *= extents[label]
+    walked = extents if walked is None else walked
+    path = [label for label in order if label in stride and extents[label] != 1]
+    run = 1
+    for k in range(len(path) - 1, -1, -1):
+        label = path[k]
+        if stride[label] != run:
+            break
+        run *= walked.get(label, extents[label])
+        if walked.get(label, extents[label]) < extents[label]:
+            return Access(run, stride[path[k - 1]] if k else 0)
+    else:
+        return Access(run, 0)
+    jump = stride[path[k]]
+    lines = pages = 1
+    if run < LINE_ELEMENTS and stored:
+        # the axes walked inside the reuse of one line: those after the stored last axis
+        last = stored[-1] if extents[stored[-1]] != 1 else None
+        window = path[path.index(last) + 1:] if last in path else path
+        for label in window:
+            n = walked.get(label, extents[label])
+            lines *= n if stride[label] >= LINE_ELEMENTS else 1
+            pages *= n if stride[label] >= FAR_JUMP_ELEMENTS else 1
+    return Access(run, jump, lines, pages)
+
+
+def factor_order(batch: Labels, contract: Labels, factor: MatmulFactor, is_left: bool) -> Labels:
+    """The order a matmul factor's labels are read in: batch, spread, then its matrix (rows
+    then columns as stored: ``transposed`` keeps them column-major)."""
+    outer, inner = (factor.free, contract) if is_left else (contract, factor.free)
+    if factor.transposed:
+        outer, inner = inner, outer
+    return batch + factor.spread + outer + inner
+
+
+def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
+                   is_left: bool, extents: dict[int, int], model: CostModel) -> float:
+    """Bringing one operand (``labels`` in its stored order) to the product as ``factor``,
+    beyond the products themselves: its gather when copied, and reading it from memory."""
+    size = size_of(labels, extents)
+    ns = model.copy_ns(size) if factor.copy else 0.0
+    if size > model.memory_elements():
+        access = access_pattern(labels, factor_order(batch, contract, factor, is_left), extents)
+        ns += model.streamed_ns(size) + model.strided_read_ns(size, access)
+    return ns
+
+
+def einsum_read_ns(operands: Sequence[Labels], walk: Labels, extents: dict[int, int],
+                   model: CostModel) -> float:
+    """Reading the operands of an einsum step that outgrow the caches, walked in ``walk`` (its
+    result's order, then the summed labels: einsum's loop reads any strides, so the order
+    decides how far apart its reads are)."""
+    ns = 0.0
+    for labels in operands:
+        size = size_of(labels, extents)
+        if size > model.memory_elements():
+            ns += model.streamed_ns(size) + model.strided_read_ns(
+                size, access_pattern(labels, walk, extents))
+    return ns
 
 
 def best_matmul_layout(
@@ -235,10 +365,10 @@ def best_matmul_layout(
     """
     model = NUMPY_MODEL if model is None else model
     best: MatmulLayout | None = None
-    size_x, size_y = size_of(lx, extents), size_of(ly, extents)
+    cached: tuple[float, MatmulLayout] | None = None
     nb = size_of(tuple(batch), extents)
     for swap in (False, True):
-        lp, lq, size_p, size_q = (ly, lx, size_y, size_x) if swap else (lx, ly, size_x, size_y)
+        lp, lq = (ly, lx) if swap else (lx, ly)
         free_p = tuple(label for label in lp if label not in batch and label not in contract)
         free_q = tuple(label for label in lq if label not in batch and label not in contract)
         nk = size_of(tuple(contract), extents)
@@ -246,26 +376,40 @@ def best_matmul_layout(
         # (the first of equal costs wins, so skipping repeats changes nothing).
         orders_b = dict.fromkeys(tuple(label for label in source if label in batch) for source in (lp, lq))
         orders_c = dict.fromkeys(tuple(label for label in source if label in contract) for source in (lp, lq))
-        shown = {c: (_presentations(lp, free_p, c, True, size_p), _presentations(lq, free_q, c, False, size_q))
+        shown = {c: (_presentations(lp, free_p, c, True), _presentations(lq, free_q, c, False))
                  for c in orders_c}
         for b in orders_b:
             for c in orders_c:
-                for p_copied, p in shown[c][0]:
-                    for q_copied, q in shown[c][1]:
+                reads_p = [(p, p.copy * model.copy_ns(size_of(lp, extents)),
+                            factor_read_ns(lp, b, c, p, True, extents, model)) for p in shown[c][0]]
+                reads_q = [(q, q.copy * model.copy_ns(size_of(lq, extents)),
+                            factor_read_ns(lq, b, c, q, False, extents, model)) for q in shown[c][1]]
+                for p, p_copy, p_ns in reads_p:
+                    for q, q_copy, q_ns in reads_q:
                         calls = nb * size_of(p.spread, extents) * size_of(q.spread, extents)
                         rows, cols = size_of(p.free, extents), size_of(q.free, extents)
-                        cost = model.copy_ns(int(p_copied + q_copied)) + model.matmul_ns(
-                            calls, rows, nk, cols
-                        )
+                        products = model.matmul_ns(calls, rows, nk, cols)
                         if q.transposed and calls > 1:
-                            cost += model.batched_right_transpose_ns(calls, rows, cols)
+                            products += model.batched_right_transpose_ns(calls, rows, cols)
                         result = b + p.spread + q.spread + p.free + q.free
+                        tie = 1.0
                         if final_order is not None and result != final_order:
-                            cost *= 1.0 + 1e-6  # tie-break: a strided result view is fine
+                            tie += 1e-6  # tie-break: a strided result view is fine
                         if rows < cols:
-                            cost *= 1.0 + 1e-9  # tie-break: orientation
+                            tie += 1e-9  # tie-break: orientation
+                        cost = (p_ns + q_ns + products) * tie
+                        in_cache = (p_copy + q_copy + products) * tie
+                        layout = MatmulLayout(cost=cost, swap=swap, batch=b, contract=c, left=p, right=q)
                         if best is None or cost < best.cost:
-                            best = MatmulLayout(cost=cost, swap=swap, batch=b, contract=c, left=p, right=q)
+                            best = layout
+                        if cached is None or in_cache < cached[0]:
+                            cached = (in_cache, layout)
+    assert best is not None and cached is not None
+    # The memory terms are rougher than the in-cache fit (numpy's copy and einsum loops walk
+    # strides their own way): they decide the layout only when they model it clearly faster.
+    if best.cost * LAYOUT_MEMORY_WORTH < cached[1].cost:
+        return best
+    return cached[1]
     assert best is not None
     return best
 
@@ -309,6 +453,11 @@ def cache_bytes(level: int = 2, fallback: int = 1 << 20) -> int:
 #: Elements per block of a bandwidth-bound chain (`CACHE_BLOCKS_PER_L2` of this machine's L2).
 CACHE_BLOCK_ELEMENTS = CACHE_BLOCKS_PER_L2 * cache_bytes(2) // 8
 
+#: Arrays larger than a quarter of this machine's last-level cache (float64 elements; L3 read
+#: from the OS, 32 MiB where it says nothing) are read from memory: measured, a batched
+#: matrix-vector product ran at 0.3-0.4 ns an element up to 8 MB operands and 1.06 at 32 MB.
+MEMORY_ELEMENTS = cache_bytes(3, fallback=32 << 20) // 4 // 8
+
 
 class CostModel(Protocol):
     """What the schedule asks a backend's time model (nanoseconds; elements, not bytes).
@@ -351,6 +500,15 @@ class CostModel(Protocol):
         """Intermediates of a bandwidth-bound chain larger than this are made per block of
         about this size, so each is consumed while still in cache (0: never)."""
 
+    def memory_elements(self) -> int:
+        """Arrays larger than this are read from memory (`streamed_ns`, `strided_read_ns`)."""
+
+    def streamed_ns(self, elements: int) -> float:
+        """Extra time of streaming ``elements`` from memory into a product."""
+
+    def strided_read_ns(self, elements: int, access: Access) -> float:
+        """Extra time of reading ``elements`` of a large array as ``access`` says."""
+
     def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
         """Run this pairwise ``schedule`` as one einsum call along the returned path instead
         of its steps (a backend whose single einsum call is cheaper than dispatching the steps:
@@ -382,6 +540,12 @@ class NumpyCostModel:
     direct_max_naive_many_labels: int = DIRECT_MAX_NAIVE_COST_MANY_LABELS
     direct_few_labels: int = DIRECT_FEW_LABELS
     cache_elements: int = CACHE_BLOCK_ELEMENTS
+    cached_elements: int = MEMORY_ELEMENTS
+    ns_per_streamed_element: float = NS_PER_STREAMED_ELEMENT
+    ns_per_far_run: float = NS_PER_FAR_RUN
+    ns_per_far_line: float = NS_PER_FAR_LINE
+    ns_per_paged_element: float = NS_PER_PAGED_ELEMENT
+    ns_per_evicted_element: float = NS_PER_EVICTED_ELEMENT
 
     def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
         return calls * (self.ns_per_matmul_call + self.ns_per_mac * m * k * n
@@ -415,6 +579,26 @@ class NumpyCostModel:
 
     def cache_block_elements(self) -> int:
         return self.cache_elements
+
+    def memory_elements(self) -> int:
+        return self.cached_elements
+
+    def streamed_ns(self, elements: int) -> float:
+        return self.ns_per_streamed_element * elements
+
+    def strided_read_ns(self, elements: int, access: Access) -> float:
+        if elements <= self.cached_elements or access.run >= FAR_RUN_ELEMENTS:
+            return 0.0
+        if access.run >= LINE_ELEMENTS:
+            if access.jump < FAR_JUMP_ELEMENTS:
+                return 0.0
+            lines = -(-access.run // LINE_ELEMENTS)
+            return elements / access.run * (self.ns_per_far_run + self.ns_per_far_line * lines)
+        if access.lines > self.cached_elements // LINE_ELEMENTS:
+            return self.ns_per_evicted_element * elements
+        if access.pages > TLB_PAGES:
+            return self.ns_per_paged_element * elements
+        return 0.0
 
     def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
         return None   # numpy: the steps past the direct threshold (np.einsum's pairs are slower)

@@ -206,6 +206,15 @@ class TorchCostModel:
     def direct_max_naive_cost(self, labels: int) -> int:
         return self.steps_model.direct_max_naive_cost(labels)
 
+    def memory_elements(self) -> int:
+        return self.steps_model.memory_elements()
+
+    def streamed_ns(self, elements: int) -> float:
+        return self.steps_model.streamed_ns(elements)
+
+    def strided_read_ns(self, elements: int, access: Any) -> float:
+        return self.steps_model.strided_read_ns(elements, access)
+
     def cache_block_elements(self) -> int:
         # not measured for torch: an unbounded torch call stays one einsum or a few kernels
         return 0

@@ -15,7 +15,15 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import MemoryLimitError
-from ..matmul_model import CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT, NUMPY_MODEL, CostModel, size_of
+from ..matmul_model import (
+    CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT,
+    NUMPY_MODEL,
+    CostModel,
+    access_pattern,
+    einsum_read_ns,
+    factor_read_ns,
+    size_of,
+)
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
 from .lowering import _inner_run, lower_candidates
@@ -123,19 +131,20 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) 
     result = size_of(step.result, ext)
     if step.kernel == "multiply":
         return model.multiply_ns(result, _inner_run(step.result, step.x_labels, step.y_labels, ext))
+    lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
+    ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
     if step.kernel == "einsum" or step.layout is None:
         every = set(step.x_labels) | set(step.y_labels)
-        return model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
+        return (model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
+                + einsum_read_ns((lx, ly), step.result + step.contract, ext, model))
     lay = step.layout
     p, q = lay.left, lay.right
     calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)
     rows, cols, nk = size_of(p.free, ext), size_of(q.free, ext), size_of(lay.contract, ext)
-    copied = 0
-    for factor, labels in ((p, step.y_labels if lay.swap else step.x_labels),
-                           (q, step.x_labels if lay.swap else step.y_labels)):
-        if factor.copy:
-            copied += size_of(labels, ext)
-    cost = model.copy_ns(copied) + model.matmul_ns(calls, rows, nk, cols)
+    lp, lq = (ly, lx) if lay.swap else (lx, ly)
+    cost = (factor_read_ns(lp, lay.batch, lay.contract, p, True, ext, model)
+            + factor_read_ns(lq, lay.batch, lay.contract, q, False, ext, model)
+            + model.matmul_ns(calls, rows, nk, cols))
     if q.transposed and calls > 1:
         cost += model.batched_right_transpose_ns(calls, rows, cols)
     return cost + model.fresh_buffer_ns(result)
@@ -151,11 +160,34 @@ def _structure(base: Schedule, cut: set[int]) -> tuple[tuple[bool, ...], tuple[i
     return sliced, tuple(k for k, dep in enumerate(depends) if not dep)
 
 
-def _write_ns(elements: int, accumulate: bool, model: CostModel) -> float:
-    """Writing one block's result into its slice of the output: a strided copy, or, when a
-    contracted label is cut, a read-add-write of the slice (measured: the adds of a 64-block
-    accumulating run took a fifth of its time, which the per-step costs never saw)."""
-    return model.copy_ns(elements) * (3 if accumulate else 1)
+def _write_ns(result: Labels, output: Labels, extents: dict[int, int], block: dict[int, int],
+              accumulate: bool, model: CostModel) -> float:
+    """Writing one block's result (``result`` order, C-contiguous at ``block`` extents) into
+    its slice of the output: a strided copy, or, when a contracted label is cut, a
+    read-add-write of the slice (measured: the adds of a 64-block accumulating run took a
+    fifth of its time, which the per-step costs never saw).  Either side read or written in
+    short runs far apart (a result in another order, a slice of short rows) pays for it."""
+    elements = size_of(output, block)
+    far = max(model.strided_read_ns(elements, access_pattern(result, output, block)),
+              model.strided_read_ns(elements, access_pattern(output, output, extents, block)))
+    return (model.copy_ns(elements) + far) * (3 if accumulate else 1)
+
+
+def _slice_copies_ns(base: Schedule, loop: Sequence[int], sliced: Sequence[bool],
+                     ext: dict[int, int], model: CostModel) -> float:
+    """The per-block copies of operand slices that a step inside the loop needs contiguous
+    (a block of a C array is strided unless only its leading axes are cut)."""
+    tokens = _tokens_of(base)
+    ns = 0.0
+    for k in loop:
+        step = base.steps[k]
+        for view, (kind, j) in ((step.x_view, tokens[k][0]), (step.y_view, tokens[k][1])):
+            if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
+                    and _operand_token(base, j, ext, True)[2]):
+                size = size_of(base.inputs[j], ext)
+                access = access_pattern(base.inputs[j], base.inputs[j], base.extents, ext)
+                ns += model.copy_ns(size) + model.strided_read_ns(size, access)
+    return ns
 
 
 def _blocked(base: Schedule, limit: int, use_einsum: bool,
@@ -173,6 +205,7 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
     if base.strategy != "pairwise" or not labels:
         return None, base.peak_extra
     n_steps = len(base.steps)
+    last_result = base.steps[-1].result if base.steps else output
 
     def measure(chunks: dict[int, int]) -> tuple[int, float, int]:
         cut = {lab for lab in labels if chunks[lab] < extents[lab]}
@@ -181,16 +214,9 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         peak = _loop_peak(base, base, ext, ext, sliced, hoisted)
         n_blocks = math.prod(-(-extents[lab] // chunks[lab]) for lab in cut)
         loop = [k for k in range(n_steps) if k not in set(hoisted)]
-        tokens = _tokens_of(base)
-        per_block = model.block_ns(len(loop))
-        for k in loop:
-            step = base.steps[k]
-            per_block += _step_cost(step, ext, model)
-            for view, (kind, j) in ((step.x_view, tokens[k][0]), (step.y_view, tokens[k][1])):
-                if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
-                        and _operand_token(base, j, ext, True)[2]):
-                    per_block += model.copy_ns(size_of(inputs[j], ext))
-        per_block += _write_ns(size_of(output, ext), bool(cut - set(output)), model)
+        per_block = model.block_ns(len(loop)) + _slice_copies_ns(base, loop, sliced, ext, model)
+        per_block += sum(_step_cost(base.steps[k], ext, model) for k in loop)
+        per_block += _write_ns(last_result, output, extents, ext, bool(cut - set(output)), model)
         cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
         return peak, cost, n_blocks
 
@@ -331,8 +357,10 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         variants.append((lengths, block))
         how_many = math.prod(
             (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
+        last = block.steps[-1].result if block.steps else output
         total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop)
-                             + _write_ns(size_of(output, block.extents), accumulate, model))
+                             + _slice_copies_ns(base, loop, sliced, block.extents, model)
+                             + _write_ns(last, output, extents, block.extents, accumulate, model))
         peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
     first = variants[0][1]
     blocking = Blocking(

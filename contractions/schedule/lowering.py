@@ -11,7 +11,7 @@ from typing import Any
 from opt_einsum.helpers import flop_count as _flop_count
 
 from ..errors import ContractionError
-from ..matmul_model import NUMPY_MODEL, CostModel, best_matmul_layout, size_of
+from ..matmul_model import NUMPY_MODEL, CostModel, best_matmul_layout, einsum_read_ns, size_of
 from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
 from .memory import _peak_extra
 from .paths import _candidate_paths, _find_path, _optimizer_name
@@ -163,7 +163,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
                     result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
                     y_view=None, swap=False, layout=None,
-                    cost_ns=model.einsum_ns(macs) + model.fresh_buffer_ns(math.prod(shape)))
+                    cost_ns=model.einsum_ns(macs) + model.fresh_buffer_ns(math.prod(shape))
+                    + einsum_read_ns((lx, ly), order + layout.contract, extents, model))
 
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
     b, c, p, q = layout.batch, layout.contract, layout.left, layout.right

@@ -1,0 +1,90 @@
+"""A/B of a time-model change, in one process: the schedules the default numpy model chooses
+against those of a variant, each string compiled both ways and timed interleaved.
+
+Only the calls whose schedules differ are timed (the rest run the same code)::
+
+    python bench/model_ab.py --size large                 # default model vs memory terms off
+    python bench/model_ab.py --size mid 'WCa,Caib,WCi->WCb'
+
+The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
+medians, both modelled times and the speed ratio (variant time / default time: above 1 the
+default is faster); the last line the geometric mean and the worst.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+from vocabulary import make_case, vocabulary  # noqa: E402
+
+from contractions.backends import compile as engine  # noqa: E402
+from contractions.backends.numpy_backend import NUMPY_OPS  # noqa: E402
+from contractions.matmul_model import NUMPY_MODEL  # noqa: E402
+from contractions.plan import make_plan  # noqa: E402
+from contractions.schedule import make_schedule  # noqa: E402
+
+VARIANTS = {
+    "memory": replace(NUMPY_MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0,
+                      ns_per_far_line=0.0, ns_per_paged_element=0.0, ns_per_evicted_element=0.0),
+}
+
+
+def shape_of(schedule) -> tuple:
+    """What a schedule runs (path, kernels, layouts, blocks), for telling two apart."""
+    steps = tuple((s.kernel, s.result, s.layout and (s.layout.swap, s.layout.batch, s.layout.contract,
+                                                     s.layout.left, s.layout.right)) for s in schedule.steps)
+    blocks = schedule.blocking and (schedule.blocking.labels, schedule.blocking.chunks)
+    return schedule.strategy, schedule.path, steps, blocks
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("strings", nargs="*")
+    parser.add_argument("--size", default="large", choices=("tiny", "mid", "large"))
+    parser.add_argument("--without", default="memory", choices=sorted(VARIANTS))
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    variant = VARIANTS[args.without]
+    ratios = []
+    for subscripts in args.strings or vocabulary():
+        case = make_case(subscripts, args.size)
+        plan = make_plan(subscripts, case.shapes, case.supplements)
+        for limit in ("default", None):
+            chosen = {name: make_schedule(plan, memory_limit=limit, cost_model=model)
+                      for name, model in (("default", NUMPY_MODEL), ("variant", variant))}
+            if shape_of(chosen["default"]) == shape_of(chosen["variant"]):
+                continue
+            arrays = case.arrays()
+            runs = {name: engine.compile_schedule(s, NUMPY_OPS) for name, s in chosen.items()}
+            np.testing.assert_allclose(runs["default"](*arrays), runs["variant"](*arrays), rtol=1e-9)
+            times: dict[str, list[float]] = {"default": [], "variant": []}
+            for _ in range(args.repeats):
+                for name, run in runs.items():
+                    start = time.perf_counter()
+                    run(*arrays)
+                    times[name].append(time.perf_counter() - start)
+            d, v = statistics.median(times["default"]), statistics.median(times["variant"])
+            ratios.append(v / d)
+            print(f"{subscripts:34s} {str(limit):8s} default {d * 1e3:8.2f} ms (model "
+                  f"{chosen['default'].cost_ns * 1e-6:8.2f})  without {args.without} {v * 1e3:8.2f} ms "
+                  f"(model {chosen['variant'].cost_ns * 1e-6:8.2f})  ratio {v / d:5.2f}", flush=True)
+    if ratios:
+        print(f"{len(ratios)} calls differ: variant/default geomean "
+              f"{math.exp(statistics.fmean(map(math.log, ratios))):.2f}, worst {min(ratios):.2f}")
+    else:
+        print("no schedule differs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
