@@ -322,10 +322,12 @@ def factor_order(batch: Labels, contract: Labels, factor: MatmulFactor, is_left:
 
 
 def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
-                   is_left: bool, extents: dict[int, int], model: CostModel) -> float:
-    """Bringing one operand (``labels`` in its stored order) to the product as ``factor``,
-    beyond the products themselves: its gather when copied, and reading it from memory."""
-    size = size_of(labels, extents)
+                   is_left: bool, extents: dict[int, int], model: CostModel,
+                   size: int | None = None) -> float:
+    """Bringing one operand (``labels`` in its stored order, ``size`` elements) to the product
+    as ``factor``, beyond the products themselves: its gather when copied, and reading it from
+    memory."""
+    size = size_of(labels, extents) if size is None else size
     ns = model.copy_ns(size) if factor.copy else 0.0
     if size > model.memory_elements():
         access = access_pattern(labels, factor_order(batch, contract, factor, is_left), extents)
@@ -369,6 +371,8 @@ def best_matmul_layout(
     nb = size_of(tuple(batch), extents)
     for swap in (False, True):
         lp, lq = (ly, lx) if swap else (lx, ly)
+        size_p, size_q = size_of(lp, extents), size_of(lq, extents)
+        copy_p, copy_q = model.copy_ns(size_p), model.copy_ns(size_q)
         free_p = tuple(label for label in lp if label not in batch and label not in contract)
         free_q = tuple(label for label in lq if label not in batch and label not in contract)
         nk = size_of(tuple(contract), extents)
@@ -380,10 +384,10 @@ def best_matmul_layout(
                  for c in orders_c}
         for b in orders_b:
             for c in orders_c:
-                reads_p = [(p, p.copy * model.copy_ns(size_of(lp, extents)),
-                            factor_read_ns(lp, b, c, p, True, extents, model)) for p in shown[c][0]]
-                reads_q = [(q, q.copy * model.copy_ns(size_of(lq, extents)),
-                            factor_read_ns(lq, b, c, q, False, extents, model)) for q in shown[c][1]]
+                reads_p = [(p, p.copy * copy_p, factor_read_ns(lp, b, c, p, True, extents, model, size_p))
+                           for p in shown[c][0]]
+                reads_q = [(q, q.copy * copy_q, factor_read_ns(lq, b, c, q, False, extents, model, size_q))
+                           for q in shown[c][1]]
                 for p, p_copy, p_ns in reads_p:
                     for q, q_copy, q_ns in reads_q:
                         calls = nb * size_of(p.spread, extents) * size_of(q.spread, extents)

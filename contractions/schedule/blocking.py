@@ -168,8 +168,10 @@ def _write_ns(result: Labels, output: Labels, extents: dict[int, int], block: di
     fifth of its time, which the per-step costs never saw).  Either side read or written in
     short runs far apart (a result in another order, a slice of short rows) pays for it."""
     elements = size_of(output, block)
-    far = max(model.strided_read_ns(elements, access_pattern(result, output, block)),
-              model.strided_read_ns(elements, access_pattern(output, output, extents, block)))
+    far = 0.0
+    if elements > model.memory_elements():
+        far = max(model.strided_read_ns(elements, access_pattern(result, output, block)),
+                  model.strided_read_ns(elements, access_pattern(output, output, extents, block)))
     return (model.copy_ns(elements) + far) * (3 if accumulate else 1)
 
 
@@ -185,8 +187,10 @@ def _slice_copies_ns(base: Schedule, loop: Sequence[int], sliced: Sequence[bool]
             if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
                     and _operand_token(base, j, ext, True)[2]):
                 size = size_of(base.inputs[j], ext)
-                access = access_pattern(base.inputs[j], base.inputs[j], base.extents, ext)
-                ns += model.copy_ns(size) + model.strided_read_ns(size, access)
+                ns += model.copy_ns(size)
+                if size > model.memory_elements():
+                    access = access_pattern(base.inputs[j], base.inputs[j], base.extents, ext)
+                    ns += model.strided_read_ns(size, access)
     return ns
 
 
