@@ -363,7 +363,10 @@ def best_matmul_layout(
     """Choose operand roles, group orders and per-operand presentations for the fastest matmul.
 
     Every combination is priced with the time model above (copies, the stacked products, the
-    transposed-right penalty).  Ties prefer a result already in output order, then more rows
+    transposed-right penalty, and for operands past `MEMORY_ELEMENTS` their reads from memory).
+    The layout the in-cache terms alone would pick is kept unless the full price of another is
+    `LAYOUT_MEMORY_WORTH` times lower; either way the returned ``cost`` is the full price.  Ties
+    prefer a result already in output order, then more rows
     than columns (OpenBLAS is faster that way round for thin inner dimensions: (576x24)@(24x832)
     330 us vs 246 us for the transposed product).
     """
@@ -544,7 +547,7 @@ class NumpyCostModel:
     direct_max_naive_many_labels: int = DIRECT_MAX_NAIVE_COST_MANY_LABELS
     direct_few_labels: int = DIRECT_FEW_LABELS
     cache_elements: int = CACHE_BLOCK_ELEMENTS
-    cached_elements: int = MEMORY_ELEMENTS
+    memory_threshold: int = MEMORY_ELEMENTS
     ns_per_streamed_element: float = NS_PER_STREAMED_ELEMENT
     ns_per_far_run: float = NS_PER_FAR_RUN
     ns_per_far_line: float = NS_PER_FAR_LINE
@@ -585,20 +588,20 @@ class NumpyCostModel:
         return self.cache_elements
 
     def memory_elements(self) -> int:
-        return self.cached_elements
+        return self.memory_threshold
 
     def streamed_ns(self, elements: int) -> float:
         return self.ns_per_streamed_element * elements
 
     def strided_read_ns(self, elements: int, access: Access) -> float:
-        if elements <= self.cached_elements or access.run >= FAR_RUN_ELEMENTS:
+        if elements <= self.memory_threshold or access.run >= FAR_RUN_ELEMENTS:
             return 0.0
         if access.run >= LINE_ELEMENTS:
             if access.jump < FAR_JUMP_ELEMENTS:
                 return 0.0
             lines = -(-access.run // LINE_ELEMENTS)
             return elements / access.run * (self.ns_per_far_run + self.ns_per_far_line * lines)
-        if access.lines > self.cached_elements // LINE_ELEMENTS:
+        if access.lines > self.memory_threshold // LINE_ELEMENTS:
             return self.ns_per_evicted_element * elements
         if access.pages > TLB_PAGES:
             return self.ns_per_paged_element * elements
