@@ -6,6 +6,11 @@ Only the calls whose schedules differ are timed (the rest run the same code)::
     python bench/model_ab.py --size large                 # default model vs memory terms off
     python bench/model_ab.py --size mid 'WCa,Caib,WCi->WCb'
 
+Against another checkout (a baseline commit), dump its schedules there and compare here::
+
+    git worktree add /tmp/base HEAD~1 && (cd /tmp/base && python bench/model_ab.py --dump /tmp/base.pkl)
+    python bench/model_ab.py --against /tmp/base.pkl
+
 The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pickle
 import statistics
 import sys
 import time
@@ -36,6 +42,7 @@ from contractions.schedule import make_schedule  # noqa: E402
 VARIANTS = {
     "memory": replace(NUMPY_MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0,
                       ns_per_far_line=0.0, ns_per_paged_element=0.0, ns_per_evicted_element=0.0),
+    "vector-einsum": replace(NUMPY_MODEL, einsum_vector_step_max_macs=0),
 }
 
 
@@ -53,15 +60,30 @@ def main(argv=None) -> int:
     parser.add_argument("--size", default="large", choices=("tiny", "mid", "large"))
     parser.add_argument("--without", default="memory", choices=sorted(VARIANTS))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dump", metavar="FILE", help="write this checkout's schedules and stop")
+    parser.add_argument("--against", metavar="FILE", help="the variant: schedules from --dump")
     args = parser.parse_args(argv)
     variant = VARIANTS[args.without]
+    baseline = None
+    if args.against:
+        with open(args.against, "rb") as f:
+            baseline = pickle.load(f)
+        args.without = "baseline"
+    dumped = {}
     ratios = []
     for subscripts in args.strings or vocabulary():
         case = make_case(subscripts, args.size)
         plan = make_plan(subscripts, case.shapes, case.supplements)
         for limit in ("default", None):
+            if args.dump:
+                dumped[subscripts, limit] = make_schedule(plan, memory_limit=limit)
+                continue
             chosen = {name: make_schedule(plan, memory_limit=limit, cost_model=model)
                       for name, model in (("default", NUMPY_MODEL), ("variant", variant))}
+            if baseline is not None:
+                if (subscripts, limit) not in baseline:
+                    continue
+                chosen["variant"] = baseline[subscripts, limit]
             if shape_of(chosen["default"]) == shape_of(chosen["variant"]):
                 continue
             arrays = case.arrays()
@@ -80,6 +102,11 @@ def main(argv=None) -> int:
             print(f"{subscripts:34s} {str(limit):8s} default {d * 1e3:8.2f} ms (model "
                   f"{chosen['default'].cost_ns * 1e-6:8.2f})  without {args.without} {v * 1e3:8.2f} ms "
                   f"(model {chosen['variant'].cost_ns * 1e-6:8.2f})  ratio {v / d:5.2f}", flush=True)
+    if args.dump:
+        with open(args.dump, "wb") as f:
+            pickle.dump(dumped, f)
+        print(f"{len(dumped)} schedules written to {args.dump}")
+        return 0
     if ratios:
         print(f"{len(ratios)} calls differ: variant/default geomean "
               f"{math.exp(statistics.fmean(map(math.log, ratios))):.2f}, worst {min(ratios):.2f}")

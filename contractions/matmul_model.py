@@ -63,10 +63,14 @@ __all__ = [
     "NS_PER_PAGED_ELEMENT",
     "NS_PER_EVICTED_ELEMENT",
     "TLB_PAGES",
+    "STREAMS_PREFETCHED",
     "LAYOUT_MEMORY_WORTH",
     "factor_order",
     "factor_read_ns",
     "einsum_read_ns",
+    "einsum_walk",
+    "einsum_step_ns",
+    "NS_PER_STRIDED_EINSUM_MAC",
     "cache_bytes",
     "fresh_buffer_ns",
 ]
@@ -195,8 +199,12 @@ DIRECT_FEW_LABELS = 7
 # multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
 # (measured: (1e4 x 4x16) @ (1e4 x 16) 0.32 ms einsum vs 0.50 ms matmul; 32x32 is a tie).
 EINSUM_VECTOR_STEP_MAX_MACS = 256
-# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above).
+# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above), ~1.6 when
+# its innermost loop reads an operand at a stride (no SIMD; measured 'ki,oik->ko' in cache at
+# 1.5-1.7 ns against 0.5-0.7 for 'ki,oki->ko', three shapes of 64k-330k multiply-adds;
+# bench/read_patterns.py).
 NS_PER_EINSUM_MAC = 0.5
+NS_PER_STRIDED_EINSUM_MAC = 1.6
 # a broadcast product pays per innermost loop too: numpy's iterator restarts its inner loop
 #   for every run of the result's trailing axes that the operands hold alike, ~12 ns a loop
 #   (measured: a (65536,4,4) product of two strided blocks ran at 9.2 ns an element against
@@ -231,12 +239,18 @@ NS_PER_BLOCK_STEP = 2500.0
 #       TLB holds (`TLB_PAGES`) ~5 ns an element (measured 5.0-7.9 for 16 x 16 pages 98 KB
 #       apart, 2.2 within a page), more lines than `MEMORY_ELEMENTS` holds ~10 (7-17 measured:
 #       the line is gone when the walk comes back).
+#   far-apart runs read in turn and each continued later (a walk over a few rows of every
+#       matrix of a stack) are streams the prefetcher follows: up to `STREAMS_PREFETCHED` of
+#       them read at the contiguous speed (bench/read_patterns.py: copies of runs of 8, 16 and
+#       48 elements from 2..2048 interleaved streams over 32 MB ran at 0.9-1.7 ns an element
+#       up to 16 streams, 1.15 contiguous; 1.9-3.7 at 32, 2.2-8.7 beyond).
 NS_PER_STREAMED_ELEMENT = 0.8
 NS_PER_FAR_RUN = 50.0
 NS_PER_FAR_LINE = 10.0
 NS_PER_PAGED_ELEMENT = 5.0
 NS_PER_EVICTED_ELEMENT = 10.0
 TLB_PAGES = 64
+STREAMS_PREFETCHED = 16
 # A layout chosen by the memory terms replaces the one the in-cache terms choose only when it
 # models at least this much faster (measured with bench/model_ab.py on the large vocabulary:
 # letting the terms decide every layout changed 41 schedules, which ran 0.88x at the geometric
@@ -264,12 +278,15 @@ class Access:
     """How an array is read in some order (`access_pattern`): ``run`` elements from consecutive
     memory at a time, ``jump`` elements from one run's start to the next's (0: one run), and,
     for runs shorter than a cache line, the distinct ``lines`` and ``pages`` touched between
-    two reads of one line (its reuse window)."""
+    two reads of one line (its reuse window); for runs of a line or more whose starts lie far
+    apart, how many of them the walk reads in turn before it comes back to continue the first
+    (``streams``; 0 when it never does)."""
 
     run: int
     jump: int
     lines: int = 1
     pages: int = 1
+    streams: int = 0
 
 
 def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
@@ -280,9 +297,11 @@ def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
     not stored, and extents of 1, are ignored.
 
     >>> access_pattern((0, 1, 2), (0, 1, 2), {0: 4, 1: 5, 2: 6})   # in memory order
-    Access(run=120, jump=0, lines=1, pages=1)
+    Access(run=120, jump=0, lines=1, pages=1, streams=0)
     >>> access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 5, 2: 6})   # runs of 6, 30 apart
-    Access(run=6, jump=30, lines=1, pages=1)
+    Access(run=6, jump=30, lines=1, pages=1, streams=0)
+    >>> access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 512, 2: 8})  # 4 streams of 8-runs
+    Access(run=8, jump=4096, lines=1, pages=1, streams=4)
     """
     stride: dict[int, int] = {}
     step = 1
@@ -302,6 +321,15 @@ def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
     else:
         return Access(run, 0)
     jump = stride[path[k]]
+    if run >= LINE_ELEMENTS and jump >= FAR_JUMP_ELEMENTS:
+        # Outward from the breaking label, the first one that steps a short way continues
+        # every run read so far: those interleaved runs are streams the prefetcher follows.
+        streams = 1
+        for label in reversed(path[:k + 1]):
+            if stride[label] < FAR_JUMP_ELEMENTS:
+                return Access(run, jump, streams=streams)
+            streams *= walked.get(label, extents[label])
+        return Access(run, jump)
     lines = pages = 1
     if run < LINE_ELEMENTS and stored:
         # the axes walked inside the reuse of one line: those after the stored last axis
@@ -337,11 +365,54 @@ def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: Matm
     return ns
 
 
+def einsum_walk(operands: Sequence[Labels], result: Labels, extents: dict[int, int]) -> Labels:
+    """The order, outermost first, in which numpy's einsum loop walks its labels when every
+    operand is C-contiguous in ``operands``' order and the result is written in ``result``.
+
+    Its iterator starts from the result's labels and then the summed ones in the order of
+    their letters (letters go to labels by first appearance, ``a``..``z`` then ``A``..``Z``,
+    and sort by character code), then moves a label inward past the next one only if every
+    operand holding both steps less along it (its stable sort by strides; on a conflict the
+    starting order stands).  The result is allocated in the walk's order, so it plays no part.
+
+    >>> einsum_walk(((0, 1), (1, 2)), (0, 2), {0: 4, 1: 5, 2: 6})   # ij,jk->ik
+    (0, 1, 2)
+    >>> einsum_walk(((0, 1, 2), (1, 2, 0, 3)), (0, 1, 3), {0: 4, 1: 5, 2: 6, 3: 7})
+    (0, 1, 2, 3)
+    """
+    first: dict[int, int] = {}
+    for labels in (*operands, result):
+        for label in labels:
+            first.setdefault(label, len(first))
+    summed = sorted((label for label in first if label not in result),
+                    key=lambda label: (first[label] < 26, first[label]))
+    strides = []
+    for labels in operands:
+        stride, step = {}, 1
+        for label in reversed(labels):
+            stride[label] = step
+            step *= extents[label]
+        strides.append(stride)
+    inner_first = [label for label in reversed((*result, *summed)) if extents[label] != 1]
+    for i in range(1, len(inner_first)):
+        label, at = inner_first[i], i
+        for j in range(i - 1, -1, -1):
+            other = inner_first[j]
+            votes = [s[other] > s[label] for s in strides if label in s and other in s]
+            if not votes:
+                continue
+            if not all(votes):
+                break
+            at = j
+        inner_first.insert(at, inner_first.pop(i))
+    return tuple(reversed(inner_first))
+
+
 def einsum_read_ns(operands: Sequence[Labels], walk: Labels, extents: dict[int, int],
                    model: CostModel) -> float:
-    """Reading the operands of an einsum step that outgrow the caches, walked in ``walk`` (its
-    result's order, then the summed labels: einsum's loop reads any strides, so the order
-    decides how far apart its reads are)."""
+    """Reading the operands of an einsum step that outgrow the caches, in the order its loop
+    walks them (`einsum_walk`: einsum reads any strides, so that order decides how far apart
+    its reads are)."""
     ns = 0.0
     for labels in operands:
         size = size_of(labels, extents)
@@ -349,6 +420,29 @@ def einsum_read_ns(operands: Sequence[Labels], walk: Labels, extents: dict[int, 
             ns += model.streamed_ns(size) + model.strided_read_ns(
                 size, access_pattern(labels, walk, extents))
     return ns
+
+
+def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int, int],
+                   model: CostModel) -> float:
+    """Modelled time of one einsum step writing ``result``: its multiply-adds (slower when the
+    innermost loop steps through some operand with a stride), its fresh result buffer, and its
+    reads of operands past the caches.
+
+    >>> ext = {0: 64, 1: 64, 2: 32}
+    >>> einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, NUMPY_MODEL) < einsum_step_ns(
+    ...     ((2, 1), (0, 1, 2)), (2, 0), ext, NUMPY_MODEL)   # 'ki,oki->ko' beats 'ki,oik->ko'
+    True
+    """
+    walk = einsum_walk(operands, result, extents)
+    every = tuple({label for labels in operands for label in labels})
+    # The innermost label is read at unit stride by an operand that stores it last (after its
+    # extent-1 axes are dropped); any other holder reads it strided, without SIMD.
+    inner = walk[-1] if walk else None
+    strided = any(inner in labels and next(lab for lab in reversed(labels) if extents[lab] != 1)
+                  != inner for labels in operands)
+    return (model.einsum_ns(size_of(every, extents), strided)
+            + model.fresh_buffer_ns(size_of(result, extents))
+            + einsum_read_ns(operands, walk, extents, model))
 
 
 def best_matmul_layout(
@@ -491,8 +585,9 @@ class CostModel(Protocol):
         """A broadcast elementwise product writing ``elements`` in innermost loops of
         ``inner`` elements (0: unknown, long)."""
 
-    def einsum_ns(self, macs: int) -> float:
-        """One einsum loop over ``macs`` multiply-adds (a small vector-like step)."""
+    def einsum_ns(self, macs: int, strided: bool = False) -> float:
+        """One einsum loop over ``macs`` multiply-adds (a small vector-like step); ``strided``
+        when its innermost loop reads an operand at a stride."""
 
     def einsum_step_max_macs(self) -> int:
         """Largest per-batch vector-like product worth one einsum loop rather than BLAS."""
@@ -540,6 +635,7 @@ class NumpyCostModel:
     fresh_buffer_elements: int = FRESH_BUFFER_ELEMENTS
     ns_per_inner_loop: float = NS_PER_INNER_LOOP
     ns_per_einsum_mac: float = NS_PER_EINSUM_MAC
+    ns_per_strided_einsum_mac: float = NS_PER_STRIDED_EINSUM_MAC
     einsum_vector_step_max_macs: int = EINSUM_VECTOR_STEP_MAX_MACS
     ns_per_block: float = NS_PER_BLOCK
     ns_per_block_step: float = NS_PER_BLOCK_STEP
@@ -571,8 +667,8 @@ class NumpyCostModel:
         loops = elements / inner if inner else 0.0
         return self.ns_per_copied_element * elements + self.ns_per_inner_loop * loops
 
-    def einsum_ns(self, macs: int) -> float:
-        return self.ns_per_einsum_mac * macs
+    def einsum_ns(self, macs: int, strided: bool = False) -> float:
+        return (self.ns_per_strided_einsum_mac if strided else self.ns_per_einsum_mac) * macs
 
     def einsum_step_max_macs(self) -> int:
         return self.einsum_vector_step_max_macs
@@ -597,7 +693,7 @@ class NumpyCostModel:
         if elements <= self.memory_threshold or access.run >= FAR_RUN_ELEMENTS:
             return 0.0
         if access.run >= LINE_ELEMENTS:
-            if access.jump < FAR_JUMP_ELEMENTS:
+            if access.jump < FAR_JUMP_ELEMENTS or 0 < access.streams <= STREAMS_PREFETCHED:
                 return 0.0
             lines = -(-access.run // LINE_ELEMENTS)
             return elements / access.run * (self.ns_per_far_run + self.ns_per_far_line * lines)

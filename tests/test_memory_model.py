@@ -10,15 +10,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contractions.matmul_model import (
     FAR_JUMP_ELEMENTS,
     NUMPY_MODEL,
+    STREAMS_PREFETCHED,
     TLB_PAGES,
     Access,
     access_pattern,
     best_matmul_layout,
+    einsum_step_ns,
+    einsum_walk,
     size_of,
 )
 from contractions.plan import make_plan
@@ -58,6 +64,19 @@ def test_a_block_cut_ends_the_run_at_the_cut_label():
     assert access_pattern((0, 1, 2), (0, 1, 2), ext, {0: 4, 1: 3, 2: 8}) == Access(24, 48)
 
 
+def test_far_runs_continued_by_a_near_outer_axis_are_counted_as_streams():
+    # stored (0, 1, 2) = 4 x 512 x 16 (strides 8192, 16, 1), walked (1, 0, 2): runs of 16,
+    # 8192 apart; the 4 values of label 0 are read in turn, then label 1 steps 16 elements on
+    # and continues all four
+    assert access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 512, 2: 16}) == Access(
+        16, 8192, streams=4)
+    # walked (0, 2, 1) instead: runs of 1 -- the stream count is for runs of a line or more
+    assert access_pattern((0, 1, 2), (0, 2, 1), {0: 4, 1: 512, 2: 16}).streams == 0
+    # no near axis outside the break: the runs are never continued
+    ext = {0: 600, 1: 16}
+    assert access_pattern((0, 1), (0, 1), ext, {0: 600, 1: 8}).streams == 0
+
+
 def test_labels_of_extent_one_and_labels_not_stored_are_ignored():
     ext = {0: 1, 1: 7, 2: 9, 3: 5}
     assert access_pattern((0, 1, 2), (3, 2, 0, 1), ext) == access_pattern((1, 2), (2, 1), ext)
@@ -80,6 +99,15 @@ def test_runs_a_page_apart_pay_per_run_and_per_line():
     six = m.strided_read_ns(elements, Access(run=48, jump=FAR_JUMP_ELEMENTS))
     assert six == pytest.approx(elements / 48 * (m.ns_per_far_run + 6 * m.ns_per_far_line))
     assert six < one_line
+
+
+def test_a_few_interleaved_streams_read_at_the_streaming_price():
+    m = NUMPY_MODEL
+    for streams in (1, STREAMS_PREFETCHED):
+        assert m.strided_read_ns(BIG, Access(run=16, jump=10**5, streams=streams)) == 0.0
+    many = m.strided_read_ns(BIG, Access(run=16, jump=10**5, streams=STREAMS_PREFETCHED + 1))
+    assert many == pytest.approx(BIG / 16 * (m.ns_per_far_run + 2 * m.ns_per_far_line))
+    assert many == m.strided_read_ns(BIG, Access(run=16, jump=10**5))
 
 
 def test_sub_line_runs_pay_for_pages_past_the_tlb_and_lines_past_the_cache():
@@ -148,3 +176,67 @@ def test_lowering_and_blocking_price_every_step_alike(subscripts, shapes, supple
                for step in schedule.steps for labels in (step.x_labels, step.y_labels))
     for step in schedule.steps:
         assert _step_cost(step, schedule.extents) == pytest.approx(step.cost_ns, rel=1e-5)
+
+
+# ------------------------------------------------------------------------------- einsum
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@st.composite
+def _two_operand_einsums(draw):
+    n = draw(st.integers(2, 6))
+    extents = {label: draw(st.integers(2, 4)) for label in range(n)}
+    x = tuple(draw(st.permutations(range(n)))[:draw(st.integers(1, n))])
+    y = tuple(draw(st.permutations(range(n)))[:draw(st.integers(1, n))])
+    used = list(dict.fromkeys(x + y))
+    result = tuple(draw(st.permutations(used))[:draw(st.integers(1, len(used)))])
+    return x, y, result, extents
+
+
+@settings(max_examples=300, deadline=None)
+@given(_two_operand_einsums())
+def test_einsum_walk_orders_the_result_as_numpy_allocates_it(case):
+    # numpy's einsum allocates its result in the order its loop walks, so the result's strides
+    # show where the walk puts every result label.
+    x, y, result, extents = case
+    letters: dict[int, str] = {}
+    for label in (*x, *y, *result):
+        letters.setdefault(label, _LETTERS[len(letters)])
+    subscripts = "{},{}->{}".format(*("".join(letters[lab] for lab in t) for t in (x, y, result)))
+    out = np.einsum(subscripts, np.zeros([extents[lab] for lab in x]),
+                    np.zeros([extents[lab] for lab in y]))
+    by_stride = tuple(lab for _, lab in sorted(zip((-s for s in out.strides), result)))
+    walk = einsum_walk((x, y), result, extents)
+    assert sorted(walk) == sorted(set(x) | set(y))
+    assert tuple(lab for lab in walk if lab in result) == by_stride
+
+
+def test_einsum_walk_moves_a_summed_label_out_past_a_contiguous_one():
+    # 'ABCDa,CDaABb->ABCDb': the summed a starts innermost; both operands holding a and b
+    # agree b steps less, so b goes inside; W (AB) against C (CD) conflicts and stays put.
+    ext = {0: 12, 1: 12, 2: 12, 3: 12, 4: 11, 5: 15}
+    assert einsum_walk(((0, 1, 2, 3, 4), (2, 3, 4, 0, 1, 5)), (0, 1, 2, 3, 5), ext) == (
+        0, 1, 2, 3, 4, 5)
+
+
+def test_an_einsum_whose_inner_loop_is_strided_costs_more():
+    ext = {0: 64, 1: 64, 2: 32}
+    contiguous = einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, NUMPY_MODEL)   # ki,oki->ko
+    strided = einsum_step_ns(((2, 1), (0, 1, 2)), (2, 0), ext, NUMPY_MODEL)      # ki,oik->ko
+    macs = 64 * 64 * 32
+    assert contiguous == pytest.approx(NUMPY_MODEL.ns_per_einsum_mac * macs)
+    assert strided == pytest.approx(NUMPY_MODEL.ns_per_strided_einsum_mac * macs)
+
+
+def test_a_vector_like_step_over_a_far_walked_operand_runs_as_a_stacked_product():
+    # Each (W, C) pair multiplies a vector by an 11 x 15 matrix of an operand stored
+    # C, a, W, b: einsum's loop walks W outside C and reads 15-element rows from 1,584
+    # interleaved places; the stacked product walks C outside W and streams each C slab.
+    shapes = ((12, 12, 12, 12, 11), (12, 12, 11, 12, 12, 15))
+    plan = make_plan("WCa,CaWb->WCb", shapes, (("W", 2),))
+    step, = make_schedule(plan, memory_limit=None).steps
+    assert step.kernel == "matmul"
+    assert not (step.layout.left.copy or step.layout.right.copy)
+    # the same string in cache keeps einsum's loop
+    small = make_plan("WCa,CaWb->WCb", ((4, 4, 4, 4, 11), (4, 4, 11, 4, 4, 15)), (("W", 2),))
+    assert make_schedule(small, memory_limit=None).steps[0].kernel == "einsum"

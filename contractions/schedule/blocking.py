@@ -20,7 +20,7 @@ from ..matmul_model import (
     NUMPY_MODEL,
     CostModel,
     access_pattern,
-    einsum_read_ns,
+    einsum_step_ns,
     factor_read_ns,
     size_of,
 )
@@ -134,9 +134,7 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) 
     lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
     ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
     if step.kernel == "einsum" or step.layout is None:
-        every = set(step.x_labels) | set(step.y_labels)
-        return (model.einsum_ns(size_of(tuple(every), ext)) + model.fresh_buffer_ns(result)
-                + einsum_read_ns((lx, ly), step.result + step.contract, ext, model))
+        return einsum_step_ns((lx, ly), step.result, ext, model)
     lay = step.layout
     p, q = lay.left, lay.right
     calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)

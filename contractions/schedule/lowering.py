@@ -11,7 +11,14 @@ from typing import Any
 from opt_einsum.helpers import flop_count as _flop_count
 
 from ..errors import ContractionError
-from ..matmul_model import NUMPY_MODEL, CostModel, best_matmul_layout, einsum_read_ns, size_of
+from ..matmul_model import (
+    LAYOUT_MEMORY_WORTH,
+    NUMPY_MODEL,
+    CostModel,
+    best_matmul_layout,
+    einsum_step_ns,
+    size_of,
+)
 from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
 from .memory import _peak_extra
 from .paths import _candidate_paths, _find_path, _optimizer_name
@@ -152,19 +159,22 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     vector_like = not left or not right
     small = nl * nc * nr <= model.einsum_step_max_macs()
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
+    matmul_ns = layout.cost + model.fresh_buffer_ns(size_of(tuple(kept), extents))
     if letters_ok and vector_like and (needs_copy or small or (not left and not right)):
         # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
-        # gain on a large single matrix-vector product with a free layout.
+        # gain on a large single matrix-vector product with a free layout ...
         order = _preferred_order(lx, ly, kept, final, extents)
-        subscripts = _einsum_string((lx, ly), order)
-        assert subscripts is not None
         shape = tuple(extents[lab] for lab in order)
-        macs = math.prod(extents[lab] for lab in every)
-        return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
-                    result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
-                    y_view=None, swap=False, layout=None,
-                    cost_ns=model.einsum_ns(macs) + model.fresh_buffer_ns(math.prod(shape))
-                    + einsum_read_ns((lx, ly), order + layout.contract, extents, model))
+        einsum_ns = einsum_step_ns((lx, ly), order, extents, model)
+        # ... or where einsum's walk reads an operand past the caches in far-apart pieces that
+        # the stacked product streams (the memory terms decide only by a clear margin).
+        far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
+        if not (far and matmul_ns * LAYOUT_MEMORY_WORTH < einsum_ns):
+            subscripts = _einsum_string((lx, ly), order)
+            assert subscripts is not None
+            return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
+                        result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
+                        y_view=None, swap=False, layout=None, cost_ns=einsum_ns)
 
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
     b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
@@ -179,7 +189,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
     return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
                 kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
-                layout=layout, cost_ns=layout.cost + model.fresh_buffer_ns(size_of(result, extents)))
+                layout=layout, cost_ns=matmul_ns)
 
 
 # ------------------------------------------------------------------------------ schedules

@@ -1,0 +1,59 @@
+"""Two measurements behind the numpy model's read terms (decision 30 in dev/decisions.md).
+
+1. Interleaved streams (`STREAMS_PREFETCHED`): copy a 32 MB array stored ``(S, N, r)`` in the
+   order ``(N, S, r)``, so runs of ``r`` elements are read from ``S`` far-apart places in turn
+   and each is continued on the next ``N``.  ns per element against a contiguous copy.
+2. A strided inner einsum loop (`NS_PER_STRIDED_EINSUM_MAC`): ``'ki,oik->ko'`` (its innermost
+   label ``i`` read at a stride) against ``'ki,oki->ko'``, in cache.  ns per multiply-add.
+
+    python bench/read_patterns.py
+
+Prints only; the constants live in `contractions/matmul_model.py`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+
+def _median(f, repeats: int = 7) -> float:
+    f()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def streams(total: int = 1 << 22) -> None:
+    flat, out = np.random.rand(total), np.empty(total)
+    print(f"contiguous copy: {_median(lambda: np.copyto(out, flat)) / total * 1e9:.2f} ns/element")
+    for run in (8, 16, 48):
+        for count in (2, 4, 8, 16, 32, 64, 128, 512, 2048):
+            n = total // (count * run)
+            stored = np.random.rand(count, n, run)
+            dest = np.empty((n, count, run))
+            walked = stored.transpose(1, 0, 2)
+            ns = _median(lambda: np.copyto(dest, walked)) / stored.size * 1e9  # noqa: B023
+            print(f"runs of {run:2d}, {count:4d} streams {n * run * 8 >> 10:6d} KB apart: "
+                  f"{ns:.2f} ns/element")
+
+
+def strided_einsum() -> None:
+    for o, i, k in ((64, 64, 32), (32, 128, 64), (144, 144, 16)):
+        a = np.random.rand(k, i)
+        b = np.random.rand(o, i, k)
+        c = np.ascontiguousarray(b.transpose(0, 2, 1))
+        macs = o * i * k
+        strided = _median(lambda: np.einsum("ki,oik->ko", a, b)) / macs * 1e9  # noqa: B023
+        unit = _median(lambda: np.einsum("ki,oki->ko", a, c)) / macs * 1e9  # noqa: B023
+        print(f"o, i, k = {o}, {i}, {k}: strided inner {strided:.2f}, unit stride {unit:.2f} ns/MAC")
+
+
+if __name__ == "__main__":
+    streams()
+    strided_einsum()
