@@ -5,6 +5,8 @@
    and each is continued on the next ``N``.  ns per element against a contiguous copy.
 2. A strided inner einsum loop (`NS_PER_STRIDED_EINSUM_MAC`): ``'ki,oik->ko'`` (its innermost
    label ``i`` read at a stride) against ``'ki,oki->ko'``, in cache.  ns per multiply-add.
+3. einsum's inner-loop restarts (`NS_PER_INNER_LOOP` in `einsum_step_ns`): ``'ib,jb->ij'`` with
+   inner lengths ``b`` of 2..1024 at a fixed count of multiply-adds.
 
     python bench/read_patterns.py
 
@@ -54,6 +56,16 @@ def strided_einsum() -> None:
         print(f"o, i, k = {o}, {i}, {k}: strided inner {strided:.2f}, unit stride {unit:.2f} ns/MAC")
 
 
+def inner_loops(total: int = 1 << 20) -> None:
+    for b in (2, 4, 6, 8, 16, 36, 64, 256, 1024):
+        m = int((total // b) ** 0.5)
+        x, y = np.random.rand(m, b), np.random.rand(m, b)
+        seconds = _median(lambda: np.einsum("ib,jb->ij", x, y))  # noqa: B023
+        print(f"inner loop {b:4d}: {seconds / (m * m * b) * 1e9:.2f} ns/MAC, "
+              f"{seconds / (m * m) * 1e9:.1f} ns a loop")
+
+
 if __name__ == "__main__":
     streams()
     strided_einsum()
+    inner_loops()

@@ -199,7 +199,9 @@ DIRECT_FEW_LABELS = 7
 # multiply-adds runs faster as einsum's SIMD loop than as one BLAS call per batch element
 # (measured: (1e4 x 4x16) @ (1e4 x 16) 0.32 ms einsum vs 0.50 ms matmul; 32x32 is a tie).
 EINSUM_VECTOR_STEP_MAX_MACS = 256
-# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above), ~1.6 when
+# einsum's C loop on such steps: ~0.5 ns per multiply-add (the measurement above) and, like a
+# broadcast product, `NS_PER_INNER_LOOP` each time its innermost loop restarts ('ib,jb->ij' in
+# cache: 0.45-0.55 ns a multiply-add plus 7-13 ns a loop for inner lengths 2-1024), ~1.6 when
 # its innermost loop reads an operand at a stride (no SIMD; measured 'ki,oik->ko' in cache at
 # 1.5-1.7 ns against 0.5-0.7 for 'ki,oki->ko', three shapes of 64k-330k multiply-adds;
 # bench/read_patterns.py).
@@ -440,9 +442,34 @@ def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int
     inner = walk[-1] if walk else None
     strided = any(inner in labels and next(lab for lab in reversed(labels) if extents[lab] != 1)
                   != inner for labels in operands)
-    return (model.einsum_ns(size_of(every, extents), strided)
+    return (model.einsum_ns(size_of(every, extents), strided,
+                            _einsum_inner_run(operands, result, walk, extents))
             + model.fresh_buffer_ns(size_of(result, extents))
             + einsum_read_ns(operands, walk, extents, model))
+
+
+def _einsum_inner_run(operands: Sequence[Labels], result: Labels, walk: Labels,
+                      extents: dict[int, int]) -> int:
+    """The length of einsum's innermost loop: the trailing labels of ``walk`` that its
+    iterator coalesces into one (every array, the result included, steps through them as
+    through one axis)."""
+    arrays = [*operands, tuple(label for label in walk if label in result)]
+    strides = []
+    for labels in arrays:
+        stride, step = {}, 1
+        for label in reversed(labels):
+            stride[label] = step
+            step *= extents[label]
+        strides.append(stride)
+    run = 1
+    inside = None
+    for label in reversed(walk):
+        if inside is not None and any(s.get(label, 0) != s.get(inside, 0) * extents[inside]
+                                      for s in strides):
+            break
+        run *= extents[label]
+        inside = label
+    return run
 
 
 def best_matmul_layout(
@@ -585,9 +612,10 @@ class CostModel(Protocol):
         """A broadcast elementwise product writing ``elements`` in innermost loops of
         ``inner`` elements (0: unknown, long)."""
 
-    def einsum_ns(self, macs: int, strided: bool = False) -> float:
+    def einsum_ns(self, macs: int, strided: bool = False, inner: int = 0) -> float:
         """One einsum loop over ``macs`` multiply-adds (a small vector-like step); ``strided``
-        when its innermost loop reads an operand at a stride."""
+        when its innermost loop reads an operand at a stride, ``inner`` that loop's length
+        (0: not counted)."""
 
     def einsum_step_max_macs(self) -> int:
         """Largest per-batch vector-like product worth one einsum loop rather than BLAS."""
@@ -667,8 +695,10 @@ class NumpyCostModel:
         loops = elements / inner if inner else 0.0
         return self.ns_per_copied_element * elements + self.ns_per_inner_loop * loops
 
-    def einsum_ns(self, macs: int, strided: bool = False) -> float:
-        return (self.ns_per_strided_einsum_mac if strided else self.ns_per_einsum_mac) * macs
+    def einsum_ns(self, macs: int, strided: bool = False, inner: int = 0) -> float:
+        loops = macs / inner if inner else 0.0
+        return ((self.ns_per_strided_einsum_mac if strided else self.ns_per_einsum_mac) * macs
+                + self.ns_per_inner_loop * loops)
 
     def einsum_step_max_macs(self) -> int:
         return self.einsum_vector_step_max_macs

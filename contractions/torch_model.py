@@ -194,8 +194,8 @@ class TorchCostModel:
     def multiply_ns(self, elements: int, inner: int = 0) -> float:
         return self.steps_model.multiply_ns(elements, inner)
 
-    def einsum_ns(self, macs: int, strided: bool = False) -> float:
-        return self.steps_model.einsum_ns(macs, strided)
+    def einsum_ns(self, macs: int, strided: bool = False, inner: int = 0) -> float:
+        return self.steps_model.einsum_ns(macs, strided, inner)
 
     def einsum_step_max_macs(self) -> int:
         return self.steps_model.einsum_step_max_macs()

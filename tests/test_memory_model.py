@@ -223,9 +223,23 @@ def test_an_einsum_whose_inner_loop_is_strided_costs_more():
     ext = {0: 64, 1: 64, 2: 32}
     contiguous = einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, NUMPY_MODEL)   # ki,oki->ko
     strided = einsum_step_ns(((2, 1), (0, 1, 2)), (2, 0), ext, NUMPY_MODEL)      # ki,oik->ko
-    macs = 64 * 64 * 32
-    assert contiguous == pytest.approx(NUMPY_MODEL.ns_per_einsum_mac * macs)
-    assert strided == pytest.approx(NUMPY_MODEL.ns_per_strided_einsum_mac * macs)
+    # both walk o, k, i: the inner loop is i, 64 long (k does not continue it in the result)
+    macs, loops = 64 * 64 * 32, 64 * 32
+    m = NUMPY_MODEL
+    assert contiguous == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * loops)
+    assert strided == pytest.approx(m.ns_per_strided_einsum_mac * macs + m.ns_per_inner_loop * loops)
+
+
+def test_an_einsum_pays_for_every_restart_of_its_inner_loop():
+    # 'WCaib,WCajb->Cij' walks b innermost (6 long: i and j sit between a and b) and
+    # 'WCiab,WCjab->Cij' a and b as one loop of 36: the same multiply-adds, six times the loops.
+    ext = {0: 6, 1: 8, 2: 6, 3: 6, 4: 6, 5: 6}   # W C a i b j
+    split = einsum_step_ns(((0, 1, 2, 3, 4), (0, 1, 2, 5, 4)), (1, 3, 5), ext, NUMPY_MODEL)
+    joined = einsum_step_ns(((0, 1, 3, 2, 4), (0, 1, 5, 2, 4)), (1, 3, 5), ext, NUMPY_MODEL)
+    macs = 6 * 8 * 6 * 6 * 6 * 6
+    m = NUMPY_MODEL
+    assert split == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * macs / 6)
+    assert joined == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * macs / 36)
 
 
 def test_a_vector_like_step_over_a_far_walked_operand_runs_as_a_stacked_product():

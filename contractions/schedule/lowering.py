@@ -167,9 +167,10 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         shape = tuple(extents[lab] for lab in order)
         einsum_ns = einsum_step_ns((lx, ly), order, extents, model)
         # ... or where einsum's walk reads an operand past the caches in far-apart pieces that
-        # the stacked product streams (the memory terms decide only by a clear margin).
+        # the stacked product streams as views (the memory terms decide only by a clear
+        # margin; a gather of such an operand measured 2-3x its price, so never for one).
         far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
-        if not (far and matmul_ns * LAYOUT_MEMORY_WORTH < einsum_ns):
+        if needs_copy or not (far and matmul_ns * LAYOUT_MEMORY_WORTH < einsum_ns):
             subscripts = _einsum_string((lx, ly), order)
             assert subscripts is not None
             return Step(**common, batch=layout.batch, contract=layout.contract, result=order,
