@@ -301,7 +301,7 @@ def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
     >>> access_pattern((0, 1, 2), (0, 1, 2), {0: 4, 1: 5, 2: 6})   # in memory order
     Access(run=120, jump=0, lines=1, pages=1, streams=0)
     >>> access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 5, 2: 6})   # runs of 6, 30 apart
-    Access(run=6, jump=30, lines=1, pages=1, streams=0)
+    Access(run=6, jump=30, lines=4, pages=1, streams=0)
     >>> access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 512, 2: 8})  # 4 streams of 8-runs
     Access(run=8, jump=4096, lines=1, pages=1, streams=4)
     """
@@ -334,9 +334,11 @@ def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
         return Access(run, jump)
     lines = pages = 1
     if run < LINE_ELEMENTS and stored:
-        # the axes walked inside the reuse of one line: those after the stored last axis
-        last = stored[-1] if extents[stored[-1]] != 1 else None
-        window = path[path.index(last) + 1:] if last in path else path
+        # the axes walked inside the reuse of one line: those inside the stored axis that
+        # holds the line's next elements (its stride is the run's length)
+        neighbour = next((label for label in stored if stride[label] == run
+                          and extents[label] != 1), None)
+        window = path[path.index(neighbour) + 1:] if neighbour in path else path
         for label in window:
             n = walked.get(label, extents[label])
             lines *= n if stride[label] >= LINE_ELEMENTS else 1

@@ -43,7 +43,9 @@ def test_a_walk_that_moves_an_outer_axis_inside_reads_runs_of_the_trailing_ones(
     # stored (0, 1, 2, 3) with extents 2, 3, 4, 5: strides 60, 20, 5, 1
     ext = {0: 2, 1: 3, 2: 4, 3: 5}
     assert access_pattern((0, 1, 2, 3), (1, 0, 2, 3), ext) == Access(20, 60)
-    assert access_pattern((0, 1, 2, 3), (0, 2, 1, 3), ext) == Access(5, 20)
+    # runs of 5 whose lines hold the next value of label 2: label 1 (3 lines) is walked
+    # before the walk comes back to them
+    assert access_pattern((0, 1, 2, 3), (0, 2, 1, 3), ext) == Access(5, 20, lines=3)
 
 
 def test_a_sub_line_run_counts_the_lines_and_pages_of_its_reuse_window():
