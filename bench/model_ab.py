@@ -11,7 +11,8 @@ Against another checkout (a baseline commit), dump its schedules there and compa
     git worktree add /tmp/base HEAD~1 && (cd /tmp/base && python bench/model_ab.py --dump /tmp/base.pkl)
     python bench/model_ab.py --against /tmp/base.pkl
 
-The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+The variants: ``--without vector-einsum`` sends no small vector-like step to einsum's loop;
+``--without refit`` swaps in re-fitted matmul constants.  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -43,6 +44,10 @@ VARIANTS = {
     "memory": replace(NUMPY_MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0,
                       ns_per_far_line=0.0, ns_per_paged_element=0.0, ns_per_evicted_element=0.0),
     "vector-einsum": replace(NUMPY_MODEL, einsum_vector_step_max_macs=0),
+    # the matmul constants `bench/refit_model.py` fitted here on 2026-12-02 (not adopted:
+    # dev/decisions.md, decision 30)
+    "refit": replace(NUMPY_MODEL, ns_per_matmul_call=112.0, ns_per_mac=0.0516,
+                     ns_per_matrix_element=0.591),
 }
 
 
