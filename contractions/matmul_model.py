@@ -291,6 +291,15 @@ class Access:
     streams: int = 0
 
 
+def _c_strides(labels: Labels, extents: dict[int, int]) -> dict[int, int]:
+    """Each label's stride, in elements, in a C-contiguous array with axes ``labels``."""
+    stride, step = {}, 1
+    for label in reversed(labels):
+        stride[label] = step
+        step *= extents[label]
+    return stride
+
+
 def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
                    walked: dict[int, int] | None = None) -> Access:
     """How an array stored C-contiguous with axes ``stored`` is read when walked axis by axis
@@ -305,11 +314,7 @@ def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
     >>> access_pattern((0, 1, 2), (1, 0, 2), {0: 4, 1: 512, 2: 8})  # 4 streams of 8-runs
     Access(run=8, jump=4096, lines=1, pages=1, streams=4)
     """
-    stride: dict[int, int] = {}
-    step = 1
-    for label in reversed(stored):
-        stride[label] = step
-        step *= extents[label]
+    stride = _c_strides(stored, extents)
     walked = extents if walked is None else walked
     path = [label for label in order if label in stride and extents[label] != 1]
     run = 1
@@ -390,13 +395,7 @@ def einsum_walk(operands: Sequence[Labels], result: Labels, extents: dict[int, i
             first.setdefault(label, len(first))
     summed = sorted((label for label in first if label not in result),
                     key=lambda label: (first[label] < 26, first[label]))
-    strides = []
-    for labels in operands:
-        stride, step = {}, 1
-        for label in reversed(labels):
-            stride[label] = step
-            step *= extents[label]
-        strides.append(stride)
+    strides = [_c_strides(labels, extents) for labels in operands]
     inner_first = [label for label in reversed((*result, *summed)) if extents[label] != 1]
     for i in range(1, len(inner_first)):
         label, at = inner_first[i], i
@@ -456,13 +455,7 @@ def _einsum_inner_run(operands: Sequence[Labels], result: Labels, walk: Labels,
     iterator coalesces into one (every array, the result included, steps through them as
     through one axis)."""
     arrays = [*operands, tuple(label for label in walk if label in result)]
-    strides = []
-    for labels in arrays:
-        stride, step = {}, 1
-        for label in reversed(labels):
-            stride[label] = step
-            step *= extents[label]
-        strides.append(stride)
+    strides = [_c_strides(labels, extents) for labels in arrays]
     run = 1
     inside = None
     for label in reversed(walk):
