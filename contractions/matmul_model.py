@@ -67,6 +67,7 @@ __all__ = [
     "LAYOUT_MEMORY_WORTH",
     "factor_order",
     "factor_read_ns",
+    "factor_memory_ns",
     "einsum_read_ns",
     "einsum_walk",
     "einsum_step_ns",
@@ -368,10 +369,17 @@ def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: Matm
     memory."""
     size = size_of(labels, extents) if size is None else size
     ns = model.copy_ns(size) if factor.copy else 0.0
-    if size > model.memory_elements():
-        access = access_pattern(labels, factor_order(batch, contract, factor, is_left), extents)
-        ns += model.streamed_ns(size) + model.strided_read_ns(size, access)
-    return ns
+    return ns + factor_memory_ns(labels, batch, contract, factor, is_left, extents, model, size)
+
+
+def factor_memory_ns(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
+                     is_left: bool, extents: dict[int, int], model: CostModel, size: int) -> float:
+    """The part of `factor_read_ns` past the in-cache model: reading an operand of ``size``
+    elements from memory (0 within `CostModel.memory_elements`)."""
+    if size <= model.memory_elements():
+        return 0.0
+    access = access_pattern(labels, factor_order(batch, contract, factor, is_left), extents)
+    return model.streamed_ns(size) + model.strided_read_ns(size, access)
 
 
 def einsum_walk(operands: Sequence[Labels], result: Labels, extents: dict[int, int]) -> Labels:
@@ -505,10 +513,11 @@ def best_matmul_layout(
                  for c in orders_c}
         for b in orders_b:
             for c in orders_c:
-                reads_p = [(p, p.copy * copy_p, factor_read_ns(lp, b, c, p, True, extents, model, size_p))
-                           for p in shown[c][0]]
-                reads_q = [(q, q.copy * copy_q, factor_read_ns(lq, b, c, q, False, extents, model, size_q))
-                           for q in shown[c][1]]
+                # (each factor's gather, and the gather plus its reads from memory)
+                reads_p = [(p, p.copy * copy_p, p.copy * copy_p + factor_memory_ns(
+                    lp, b, c, p, True, extents, model, size_p)) for p in shown[c][0]]
+                reads_q = [(q, q.copy * copy_q, q.copy * copy_q + factor_memory_ns(
+                    lq, b, c, q, False, extents, model, size_q)) for q in shown[c][1]]
                 for p, p_copy, p_ns in reads_p:
                     for q, q_copy, q_ns in reads_q:
                         calls = nb * size_of(p.spread, extents) * size_of(q.spread, extents)
