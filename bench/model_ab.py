@@ -12,7 +12,8 @@ Against another checkout (a baseline commit), dump its schedules there and compa
     python bench/model_ab.py --against /tmp/base.pkl
 
 The variants: ``--without vector-einsum`` sends no small vector-like step to einsum's loop;
-``--without refit`` swaps in re-fitted matmul constants.  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+``--without before-incache`` runs the matmul constants in use before decision 31,
+``--without refit`` an earlier refit.  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -44,10 +45,14 @@ VARIANTS = {
     "memory": replace(NUMPY_MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0,
                       ns_per_far_line=0.0, ns_per_paged_element=0.0, ns_per_evicted_element=0.0),
     "vector-einsum": replace(NUMPY_MODEL, einsum_vector_step_max_macs=0),
-    # the matmul constants `bench/refit_model.py` fitted here on 2026-12-02 (not adopted:
-    # dev/decisions.md, decision 30)
+    # the constants in use before decision 31 (dev/decisions.md), for re-running its A/B
+    "before-incache": replace(NUMPY_MODEL, ns_per_matmul_call=18.0, ns_per_mac=0.0166,
+                              ns_per_matrix_element=0.275),
+    # an earlier refit that took in reads from memory (not adopted: decision 30)
     "refit": replace(NUMPY_MODEL, ns_per_matmul_call=112.0, ns_per_mac=0.0516,
                      ns_per_matrix_element=0.591),
+    # decision 31's in-cache fit of the transposed-right penalty too (not adopted)
+    "transpose-refit": replace(NUMPY_MODEL, ns_per_batched_right_transpose_element=0.356),
 }
 
 

@@ -10,11 +10,18 @@ lines into contractions/matmul_model.py by hand if you decide to adopt them: `NU
 schedule's default `CostModel`, reads those constants).
 
 What is timed, as in the comment above the constants:
-- stacks of ``calls`` products (m x k) @ (k x n), ``np.matmul`` on C-contiguous stacks returning
-  a fresh result (what the numpy backend runs), with m, k, n drawn log-uniformly from 2..256 (``MAX_DIM``) and
-  calls from 1..4096 (capped so an array stays under 2**22 elements and a stack under 2**27
-  multiply-adds); fitted by least squares on *relative* error to
-      time ~ calls * (NS_PER_MATMUL_CALL + NS_PER_MAC m k n + NS_PER_MATRIX_ELEMENT (m k + k n + m n));
+- stacks of ``calls`` products (m x k) @ (k x n), ``np.matmul`` on C-contiguous stacks into a
+  preallocated ``out=`` (the result's first-touch cost is `NS_PER_FRESH_ELEMENT`, priced apart),
+  with m, k, n drawn log-uniformly from 2..400 (``MAX_DIM``) and calls from 1..8192, every array
+  of a stack together within ``IN_CACHE_ELEMENTS`` (reads from memory are the memory terms' job:
+  a fit that let them in came out 2-4x too high for small in-cache products); fitted by least
+  squares on *relative* error to
+      time ~ NUMPY_CALL + calls * (NS_PER_MATMUL_CALL + NS_PER_MAC m k n
+                                   + NS_PER_MATRIX_ELEMENT (m k + k n + m n))
+  where NUMPY_CALL, the fixed cost of one ``np.matmul`` call (~1 us), is fitted so it does not
+  leak into the per-product constants, and printed but not a model constant: every kernel call
+  of a schedule pays one alike.  Inner dimension 1 is never drawn: the schedule drops size-1 axes
+  before it plans, and numpy runs such products outside BLAS;
 - gathering an operand into a new layout: ``np.ascontiguousarray`` of a transposed 4-d view into
   a fresh array (2**14..2**22 elements: the sizes worth gathering, where the per-element cost,
   including first-touch page faults, dominates the per-call one), time per element (least
@@ -24,8 +31,9 @@ What is timed, as in the comment above the constants:
   time, predicted as the measured plain time plus the constant times calls * m * n):
   NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT.
 
-Each point is the best of several batches of repeated calls (a shared machine only ever adds
-time), so re-run on a quiet machine; BLAS threading is left at its default, as in the benchmark.
+Each point is the best of several batches of repeated calls, taken in three passes over the
+grid in shuffled order (a shared machine only ever adds time, and this VM's speed shifts by up
+to 2x for seconds at a time), so re-run on a quiet machine; BLAS threading is left at its default, as in the benchmark.
 """
 
 from __future__ import annotations
@@ -46,46 +54,62 @@ import timing  # noqa: E402
 
 from contractions import matmul_model  # noqa: E402
 
-MAX_ELEMENTS = 1 << 22  # per array
+# Every array of a stack together (elements): two second-level caches of float64 here, so the
+# products run from cache (past it the memory terms price the reads).
+IN_CACHE_ELEMENTS = 1 << 19
 MAX_MACS = 1 << 27  # per stack
 # The largest m, k, n drawn: the vocabulary's large size runs products up to a few hundred on
 # a side (27 x 256 x 540), where a fit on 2..64 alone over-promised BLAS speed 2x.
-MAX_DIM = 256
+MAX_DIM = 400
+PASSES = 3
 
 
-
-def best_seconds(func, batch_seconds: float = 0.003, repeats: int = 5) -> float:
+def best_seconds(func, batch_seconds: float = 0.002, repeats: int = 3) -> float:
     """Best per-call time over short batches (at most 10,000 calls each)."""
     return timing.best_seconds(func, batch_seconds, repeats, max_number=10_000)
 
 
 def stack_grid(points: int, seed: int = 0) -> list[tuple[int, int, int, int]]:
-    """(calls, m, k, n), log-uniform, capped in memory and work, without duplicates."""
+    """(calls, m, k, n), log-uniform, within the cache and a work cap, without duplicates."""
     rng = np.random.default_rng(seed)
     grid: dict[tuple[int, int, int, int], None] = {}
     while len(grid) < points:
-        m, k, n = (int(round(math.exp(rng.uniform(math.log(2), math.log(MAX_DIM))))) for _ in range(3))
-        calls = int(round(math.exp(rng.uniform(0, math.log(4096)))))
-        biggest = max(m * k, k * n, m * n)
-        calls = max(1, min(calls, MAX_ELEMENTS // biggest, MAX_MACS // (m * k * n)))
+        m, n = (int(round(math.exp(rng.uniform(0, math.log(MAX_DIM))))) for _ in range(2))
+        k = int(round(math.exp(rng.uniform(math.log(2), math.log(MAX_DIM)))))
+        calls = int(round(math.exp(rng.uniform(0, math.log(8192)))))
+        elements = m * k + k * n + m * n
+        if elements > IN_CACHE_ELEMENTS:
+            continue
+        calls = max(1, min(calls, IN_CACHE_ELEMENTS // elements, MAX_MACS // (m * k * n)))
         grid[(calls, m, k, n)] = None
     return list(grid)
 
 
 def time_stacks(grid, log) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features per point: calls * [1, mkn, mk+kn+mn], plain seconds, transposed-right seconds)."""
+    """(features per point: [1, calls, calls mkn, calls (mk+kn+mn)], plain seconds,
+    transposed-right seconds), each the best over `PASSES` shuffled passes."""
     rng = np.random.default_rng(1)
-    features, plain, transposed = [], [], []
-    for index, (calls, m, k, n) in enumerate(grid):
+    cases = []
+    for calls, m, k, n in grid:
         a = rng.standard_normal((calls, m, k))
         b = rng.standard_normal((calls, k, n))
         bt = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)  # same values, column-major
-        plain.append(best_seconds(lambda a=a, b=b: np.matmul(a, b)))
-        transposed.append(best_seconds(lambda a=a, bt=bt: np.matmul(a, bt)) if calls > 1 else math.nan)
-        features.append([calls, calls * m * k * n, calls * (m * k + k * n + m * n)])
-        if (index + 1) % 100 == 0:
-            log(f"  {index + 1}/{len(grid)} stacks timed")
-    return np.array(features, dtype=float), np.array(plain), np.array(transposed)
+        if calls == 1:
+            a, b, bt = a[0], b[0], bt[0]
+        cases.append((a, b, bt, np.empty(np.matmul(a, b).shape)))
+    plain = np.full(len(grid), np.inf)
+    transposed = np.full(len(grid), np.inf)
+    for done in range(PASSES):
+        for index in rng.permutation(len(grid)):
+            a, b, bt, out = cases[index]
+            plain[index] = min(plain[index], best_seconds(lambda a=a, b=b, out=out: np.matmul(a, b, out=out)))
+            if grid[index][0] > 1:
+                transposed[index] = min(transposed[index],
+                                        best_seconds(lambda a=a, bt=bt, out=out: np.matmul(a, bt, out=out)))
+        log(f"  pass {done + 1}/{PASSES} over {len(grid)} stacks timed")
+    transposed[[calls == 1 for calls, *_ in grid]] = math.nan
+    features = [[1, calls, calls * m * k * n, calls * (m * k + k * n + m * n)] for calls, m, k, n in grid]
+    return np.array(features, dtype=float), plain, transposed
 
 
 def time_copies(sizes) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +156,7 @@ def main(argv=None) -> int:
     grid = stack_grid(points, args.seed)
     log(f"timing {len(grid)} matmul stacks (plain and with a column-major right factor) ...")
     features, plain, transposed = time_stacks(grid, log)
-    call, mac, element = relative_lstsq(features, plain)
+    numpy_call, call, mac, element = relative_lstsq(features, plain)
 
     log("timing gathers (copies into a new layout) ...")
     copy_sizes = [1 << p for p in range(14, 23, 2 if args.quick else 1)]
@@ -150,8 +174,8 @@ def main(argv=None) -> int:
         matmul_model.NS_PER_MAC,
         matmul_model.NS_PER_MATRIX_ELEMENT,
     )
-    fitted_ns = features @ np.array([call, mac, element])
-    current_ns = features @ np.array(current)
+    fitted_ns = features @ np.array([numpy_call, call, mac, element])
+    current_ns = features @ np.array([numpy_call, *current])
     copy_fit_ns = per_copied * copied
     copy_current_ns = matmul_model.NS_PER_COPIED_ELEMENT * copied
 
@@ -159,6 +183,7 @@ def main(argv=None) -> int:
     print(
         f"fitted on this machine ({len(grid)} stacks, {len(copied)} gathers, {time.time() - started:.0f} s):"
     )
+    print(f"(one np.matmul call: {numpy_call:.3g}; every kernel call pays it, not a constant)")
     print(f"NS_PER_MATMUL_CALL = {call:.3g}")
     print(f"NS_PER_MAC = {mac:.3g}")
     print(f"NS_PER_MATRIX_ELEMENT = {element:.3g}")
@@ -168,7 +193,7 @@ def main(argv=None) -> int:
     print(f"matmul stacks, fitted constants:  {error_summary(fitted_ns, plain)}")
     print(
         f"matmul stacks, source constants:  {error_summary(current_ns, plain)}  "
-        f"({', '.join(f'{v:g}' for v in current)})"
+        f"({', '.join(f'{v:g}' for v in current)}; with the fitted call)"
     )
     print(f"gathers, fitted constant:         {error_summary(copy_fit_ns, copy_seconds)}")
     print(

@@ -162,19 +162,25 @@ def _presentations(labels: Labels, free: Labels, contract: Labels, is_left: bool
     return options
 
 
-# Time model for choosing a matmul layout, in nanoseconds, fitted on the development machine
-# (2-core x86, OpenBLAS; 693 timed stacks of (m x k) @ (k x n) products with m, k, n in 2..64 and
-# up to 4096 products per stack; median error 9%, 90% of points within -24%/+18%):
-#   matmul of `calls` stacked products ~ calls * (18 + 0.0166 m k n + 0.275 (m k + k n + m n))
-#       (small products run at 13 GFLOP/s for 9^3, 41 for 24^3: far below the 2-thread peak)
+# Time model for choosing a matmul layout, in nanoseconds.  The products' constants are fitted
+# on this kind of machine (2-core x86 VM, OpenBLAS 0.3.31; bench/refit_model.py: 700 stacks of
+# (m x k) @ (k x n) products with m, n in 1..400, k in 2..400, up to 8192 products per stack,
+# every stack within two L2 caches and written into a preallocated result; least squares on
+# relative error, median error 21%, 90% of points within -42%/+43%, the VM's own drift):
+#   matmul of `calls` stacked products ~ calls * (30 + 0.0272 m k n + 0.214 (m k + k n + m n))
+#       (and ~0.9 us per np.matmul call, fitted apart and left out: every kernel call pays one)
+#       An earlier fit, from stacks up to 32 MB, read 2-4x higher: it had taken in reads from
+#       memory and first-touch writes, which `NS_PER_FRESH_ELEMENT` and the memory terms below
+#       price apart.  Square products past ~2**25 multiply-adds run faster (0.019 at 512**3:
+#       OpenBLAS threads them); no vocabulary decision turns on that, so it is not modelled.
 #   gathering an operand into a new layout ~ 1.5 per element (0.6 for the strided copy, the rest
 #       for first-touching the freshly allocated pages: ~1 us per 4 KiB page fault on that VM)
 #   a transposed right factor in a batched product: ~0.75 per result element more (OpenBLAS is
 #       slower on it: (1296,64,6,6) 695 vs 305 us plain, (256,64,16,16) 332 vs 182 us); a
 #       transposed left factor, or either one in a single 2-D product, costs nothing extra.
-NS_PER_MATMUL_CALL = 18.0
-NS_PER_MAC = 0.0166
-NS_PER_MATRIX_ELEMENT = 0.275
+NS_PER_MATMUL_CALL = 30.3
+NS_PER_MAC = 0.0272
+NS_PER_MATRIX_ELEMENT = 0.214
 NS_PER_COPIED_ELEMENT = 1.5
 NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = 0.75
 # A result buffer above glibc's mmap threshold (128 KiB) is fresh pages every call: first-touch
@@ -513,31 +519,32 @@ def best_matmul_layout(
                  for c in orders_c}
         for b in orders_b:
             for c in orders_c:
-                # (each factor's gather, and the gather plus its reads from memory)
+                # (each factor's gather, the gather plus its reads from memory, and the sizes of
+                # its spread and free labels: priced once here, not once per pair below)
                 reads_p = [(p, p.copy * copy_p, p.copy * copy_p + factor_memory_ns(
-                    lp, b, c, p, True, extents, model, size_p)) for p in shown[c][0]]
+                    lp, b, c, p, True, extents, model, size_p),
+                    size_of(p.spread, extents), size_of(p.free, extents)) for p in shown[c][0]]
                 reads_q = [(q, q.copy * copy_q, q.copy * copy_q + factor_memory_ns(
-                    lq, b, c, q, False, extents, model, size_q)) for q in shown[c][1]]
-                for p, p_copy, p_ns in reads_p:
-                    for q, q_copy, q_ns in reads_q:
-                        calls = nb * size_of(p.spread, extents) * size_of(q.spread, extents)
-                        rows, cols = size_of(p.free, extents), size_of(q.free, extents)
+                    lq, b, c, q, False, extents, model, size_q),
+                    size_of(q.spread, extents), size_of(q.free, extents)) for q in shown[c][1]]
+                for p, p_copy, p_ns, spread_p, rows in reads_p:
+                    for q, q_copy, q_ns, spread_q, cols in reads_q:
+                        calls = nb * spread_p * spread_q
                         products = model.matmul_ns(calls, rows, nk, cols)
                         if q.transposed and calls > 1:
                             products += model.batched_right_transpose_ns(calls, rows, cols)
-                        result = b + p.spread + q.spread + p.free + q.free
                         tie = 1.0
-                        if final_order is not None and result != final_order:
+                        if final_order is not None and b + p.spread + q.spread + p.free + q.free != final_order:
                             tie += 1e-6  # tie-break: a strided result view is fine
                         if rows < cols:
                             tie += 1e-9  # tie-break: orientation
                         cost = (p_ns + q_ns + products) * tie
                         in_cache = (p_copy + q_copy + products) * tie
-                        layout = MatmulLayout(cost=cost, swap=swap, batch=b, contract=c, left=p, right=q)
                         if best is None or cost < best.cost:
-                            best = layout
+                            best = MatmulLayout(cost=cost, swap=swap, batch=b, contract=c, left=p, right=q)
                         if cached is None or in_cache < cached[0]:
-                            cached = (in_cache, layout)
+                            cached = (in_cache, MatmulLayout(cost=cost, swap=swap, batch=b, contract=c,
+                                                             left=p, right=q))
     assert best is not None and cached is not None
     # The memory terms are rougher than the in-cache fit (numpy's copy and einsum loops walk
     # strides their own way): they decide the layout only when they model it clearly faster.

@@ -31,7 +31,11 @@ from contractions.plan import make_plan
 from contractions.schedule import make_schedule
 from contractions.schedule.blocking import _step_cost
 
-BIG = NUMPY_MODEL.memory_elements() + 1
+# The numpy model as it stands on a machine with a 32 MiB last-level cache (arrays past 2**20
+# float64 elements are read from memory): the shapes below are sized for that threshold, and
+# the one `NUMPY_MODEL` reads from this machine's caches would move it.
+MODEL = replace(NUMPY_MODEL, memory_threshold=1 << 20)
+BIG = MODEL.memory_elements() + 1
 
 
 # ------------------------------------------------------------------------- access_pattern
@@ -87,13 +91,13 @@ def test_labels_of_extent_one_and_labels_not_stored_are_ignored():
 # ------------------------------------------------------------------------ strided_read_ns
 def test_arrays_within_the_cache_and_long_runs_cost_nothing_extra():
     far = Access(run=8, jump=10 * FAR_JUMP_ELEMENTS)
-    assert NUMPY_MODEL.strided_read_ns(NUMPY_MODEL.memory_elements(), far) == 0.0
-    assert NUMPY_MODEL.strided_read_ns(BIG, Access(run=4096, jump=10**6)) == 0.0
-    assert NUMPY_MODEL.strided_read_ns(BIG, Access(run=8, jump=FAR_JUMP_ELEMENTS - 1)) == 0.0
+    assert MODEL.strided_read_ns(MODEL.memory_elements(), far) == 0.0
+    assert MODEL.strided_read_ns(BIG, Access(run=4096, jump=10**6)) == 0.0
+    assert MODEL.strided_read_ns(BIG, Access(run=8, jump=FAR_JUMP_ELEMENTS - 1)) == 0.0
 
 
 def test_runs_a_page_apart_pay_per_run_and_per_line():
-    m = NUMPY_MODEL
+    m = MODEL
     one_line = m.strided_read_ns(8 * 1000 + BIG - BIG % 8, Access(run=8, jump=FAR_JUMP_ELEMENTS))
     elements = 8 * 1000 + BIG - BIG % 8
     assert one_line == pytest.approx(elements / 8 * (m.ns_per_far_run + m.ns_per_far_line))
@@ -104,7 +108,7 @@ def test_runs_a_page_apart_pay_per_run_and_per_line():
 
 
 def test_a_few_interleaved_streams_read_at_the_streaming_price():
-    m = NUMPY_MODEL
+    m = MODEL
     for streams in (1, STREAMS_PREFETCHED):
         assert m.strided_read_ns(BIG, Access(run=16, jump=10**5, streams=streams)) == 0.0
     many = m.strided_read_ns(BIG, Access(run=16, jump=10**5, streams=STREAMS_PREFETCHED + 1))
@@ -113,7 +117,7 @@ def test_a_few_interleaved_streams_read_at_the_streaming_price():
 
 
 def test_sub_line_runs_pay_for_pages_past_the_tlb_and_lines_past_the_cache():
-    m = NUMPY_MODEL
+    m = MODEL
     few = Access(run=1, jump=10**5, lines=TLB_PAGES, pages=TLB_PAGES)
     paged = Access(run=1, jump=10**5, lines=TLB_PAGES + 1, pages=TLB_PAGES + 1)
     evicted = Access(run=1, jump=10**5, lines=m.memory_elements(), pages=TLB_PAGES + 1)
@@ -132,13 +136,13 @@ def test_the_memory_terms_move_a_layout_only_past_the_margin():
     # the same candidates, and the memory terms may pick another only at LAYOUT_MEMORY_WORTH.
     ext = {0: 16, 1: 16, 2: 16, 3: 16, 4: 48, 5: 48}
     lx, ly, batch, contract = (0, 1, 2, 3, 4), (0, 1, 2, 3, 5), {2, 3}, {0, 1}
-    off = replace(NUMPY_MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
+    off = replace(MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
                   ns_per_paged_element=0.0, ns_per_evicted_element=0.0)
     plain = _layout(off, lx, ly, batch, contract, ext)
-    priced = _layout(NUMPY_MODEL, lx, ly, batch, contract, ext)
+    priced = _layout(MODEL, lx, ly, batch, contract, ext)
     # the chosen layout carries the full model's price, so explain's time is the honest one
     assert priced.cost > plain.cost
-    huge = replace(NUMPY_MODEL, ns_per_far_run=1e6)
+    huge = replace(MODEL, ns_per_far_run=1e6)
     moved = _layout(huge, lx, ly, batch, contract, ext)
     assert (moved.left, moved.right) != (plain.left, plain.right)
 
@@ -150,10 +154,10 @@ def test_below_the_margin_the_in_cache_layout_stands(monkeypatch):
 
     ext = {0: 16, 1: 16, 2: 16, 3: 16, 4: 48, 5: 48}
     lx, ly, batch, contract = (0, 1, 2, 3, 4), (0, 1, 2, 3, 5), {2, 3}, {0, 1}
-    off = replace(NUMPY_MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
+    off = replace(MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
                   ns_per_paged_element=0.0, ns_per_evicted_element=0.0)
     plain = _layout(off, lx, ly, batch, contract, ext)
-    huge = replace(NUMPY_MODEL, ns_per_far_run=1e6)
+    huge = replace(MODEL, ns_per_far_run=1e6)
     monkeypatch.setattr(mm, "LAYOUT_MEMORY_WORTH", float("inf"))
     kept = _layout(huge, lx, ly, batch, contract, ext)
     assert (kept.left, kept.right, kept.batch, kept.contract) == (plain.left, plain.right,
@@ -171,13 +175,13 @@ def test_lowering_and_blocking_price_every_step_alike(subscripts, shapes, supple
     # The block chooser re-prices steps at block extents with `_step_cost`; at the schedule's
     # own extents that must be the price lowering gave the step (up to the tie-breaks).
     plan = make_plan(subscripts, shapes, supplements)
-    schedule = make_schedule(plan, memory_limit=None)
+    schedule = make_schedule(plan, memory_limit=None, cost_model=MODEL)
     assert schedule.strategy == "pairwise"
     # the case reaches the memory terms: some step reads an operand past the threshold
-    assert any(size_of(labels, schedule.extents) > NUMPY_MODEL.memory_elements()
+    assert any(size_of(labels, schedule.extents) > MODEL.memory_elements()
                for step in schedule.steps for labels in (step.x_labels, step.y_labels))
     for step in schedule.steps:
-        assert _step_cost(step, schedule.extents) == pytest.approx(step.cost_ns, rel=1e-5)
+        assert _step_cost(step, schedule.extents, MODEL) == pytest.approx(step.cost_ns, rel=1e-5)
 
 
 # ------------------------------------------------------------------------------- einsum
@@ -223,11 +227,11 @@ def test_einsum_walk_moves_a_summed_label_out_past_a_contiguous_one():
 
 def test_an_einsum_whose_inner_loop_is_strided_costs_more():
     ext = {0: 64, 1: 64, 2: 32}
-    contiguous = einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, NUMPY_MODEL)   # ki,oki->ko
-    strided = einsum_step_ns(((2, 1), (0, 1, 2)), (2, 0), ext, NUMPY_MODEL)      # ki,oik->ko
+    contiguous = einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, MODEL)   # ki,oki->ko
+    strided = einsum_step_ns(((2, 1), (0, 1, 2)), (2, 0), ext, MODEL)      # ki,oik->ko
     # both walk o, k, i: the inner loop is i, 64 long (k does not continue it in the result)
     macs, loops = 64 * 64 * 32, 64 * 32
-    m = NUMPY_MODEL
+    m = MODEL
     assert contiguous == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * loops)
     assert strided == pytest.approx(m.ns_per_strided_einsum_mac * macs + m.ns_per_inner_loop * loops)
 
@@ -236,10 +240,10 @@ def test_an_einsum_pays_for_every_restart_of_its_inner_loop():
     # 'WCaib,WCajb->Cij' walks b innermost (6 long: i and j sit between a and b) and
     # 'WCiab,WCjab->Cij' a and b as one loop of 36: the same multiply-adds, six times the loops.
     ext = {0: 6, 1: 8, 2: 6, 3: 6, 4: 6, 5: 6}   # W C a i b j
-    split = einsum_step_ns(((0, 1, 2, 3, 4), (0, 1, 2, 5, 4)), (1, 3, 5), ext, NUMPY_MODEL)
-    joined = einsum_step_ns(((0, 1, 3, 2, 4), (0, 1, 5, 2, 4)), (1, 3, 5), ext, NUMPY_MODEL)
+    split = einsum_step_ns(((0, 1, 2, 3, 4), (0, 1, 2, 5, 4)), (1, 3, 5), ext, MODEL)
+    joined = einsum_step_ns(((0, 1, 3, 2, 4), (0, 1, 5, 2, 4)), (1, 3, 5), ext, MODEL)
     macs = 6 * 8 * 6 * 6 * 6 * 6
-    m = NUMPY_MODEL
+    m = MODEL
     assert split == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * macs / 6)
     assert joined == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * macs / 36)
 
@@ -250,9 +254,9 @@ def test_a_vector_like_step_over_a_far_walked_operand_runs_as_a_stacked_product(
     # interleaved places; the stacked product walks C outside W and streams each C slab.
     shapes = ((12, 12, 12, 12, 11), (12, 12, 11, 12, 12, 15))
     plan = make_plan("WCa,CaWb->WCb", shapes, (("W", 2),))
-    step, = make_schedule(plan, memory_limit=None).steps
+    step, = make_schedule(plan, memory_limit=None, cost_model=MODEL).steps
     assert step.kernel == "matmul"
     assert not (step.layout.left.copy or step.layout.right.copy)
     # the same string in cache keeps einsum's loop
     small = make_plan("WCa,CaWb->WCb", ((4, 4, 4, 4, 11), (4, 4, 11, 4, 4, 15)), (("W", 2),))
-    assert make_schedule(small, memory_limit=None).steps[0].kernel == "einsum"
+    assert make_schedule(small, memory_limit=None, cost_model=MODEL).steps[0].kernel == "einsum"
