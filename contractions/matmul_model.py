@@ -169,10 +169,11 @@ def _presentations(labels: Labels, free: Labels, contract: Labels, is_left: bool
 # relative error, median error 21%, 90% of points within -42%/+43%, the VM's own drift):
 #   matmul of `calls` stacked products ~ calls * (30 + 0.0272 m k n + 0.214 (m k + k n + m n))
 #       (and ~0.9 us per np.matmul call, fitted apart and left out: every kernel call pays one)
-#       An earlier fit, from stacks up to 32 MB, read 2-4x higher: it had taken in reads from
+#       An earlier fit, from stacks up to 32 MB, read about 2x higher: it took in reads from
 #       memory and first-touch writes, which `NS_PER_FRESH_ELEMENT` and the memory terms below
 #       price apart.  Square products past ~2**25 multiply-adds run faster (0.019 at 512**3:
-#       OpenBLAS threads them); no vocabulary decision turns on that, so it is not modelled.
+#       OpenBLAS threads them).  Not modelled yet: it is where the model now over-prices most
+#       (single large GEMMs) and what a peer's one reshaped GEMM gains (bench/analysis.md).
 #   gathering an operand into a new layout ~ 1.5 per element (0.6 for the strided copy, the rest
 #       for first-touching the freshly allocated pages: ~1 us per 4 KiB page fault on that VM)
 #   a transposed right factor in a batched product: ~0.75 per result element more (OpenBLAS is
