@@ -1,6 +1,6 @@
 """Re-fit the matmul time model's constants (contractions/matmul_model.py) on this machine.
 
-    python bench/refit_model.py            # ~700 stacks + copies + transposed products, 1-3 min
+    python bench/refit_model.py            # 700 stacks (3 passes) + copies + transposed products, ~35 s
     python bench/refit_model.py --quick    # ~150 stacks, well under a minute
 
 Prints the fitted values of NS_PER_MATMUL_CALL, NS_PER_MAC, NS_PER_MATRIX_ELEMENT,
@@ -12,9 +12,10 @@ schedule's default `CostModel`, reads those constants).
 What is timed, as in the comment above the constants:
 - stacks of ``calls`` products (m x k) @ (k x n), ``np.matmul`` on C-contiguous stacks into a
   preallocated ``out=`` (the result's first-touch cost is `NS_PER_FRESH_ELEMENT`, priced apart),
-  with m, k, n drawn log-uniformly from 2..400 (``MAX_DIM``) and calls from 1..8192, every array
-  of a stack together within ``IN_CACHE_ELEMENTS`` (reads from memory are the memory terms' job:
-  a fit that let them in came out 2-4x too high for small in-cache products); fitted by least
+  with m, n drawn log-uniformly from 1..400 (``MAX_DIM``), k from 2..400 and calls from
+  1..8192, every array of a stack together within ``IN_CACHE_ELEMENTS`` (reads from memory are
+  the memory terms' job: a fit that let them in came out about 2x too high on in-cache
+  products); fitted by least
   squares on *relative* error to
       time ~ NUMPY_CALL + calls * (NS_PER_MATMUL_CALL + NS_PER_MAC m k n
                                    + NS_PER_MATRIX_ELEMENT (m k + k n + m n))
