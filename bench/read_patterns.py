@@ -5,7 +5,11 @@
    and each is continued on the next ``N``.  ns per element against a contiguous copy.
 2. A strided inner einsum loop (`NS_PER_STRIDED_EINSUM_MAC`): ``'ki,oik->ko'`` (its innermost
    label ``i`` read at a stride) against ``'ki,oki->ko'``, in cache.  ns per multiply-add.
-3. einsum's inner-loop restarts (`NS_PER_INNER_LOOP` in `einsum_step_ns`): ``'ib,jb->ij'`` with
+3. Near jumps (`NS_PER_NEAR_RUN`, `NEAR_JUMP_ELEMENTS`): copy a 32 MB array stored ``(N, K, r)``
+   in the order ``(K, N, r)``: runs of ``r`` elements whose starts are ``K * r`` apart (most
+   under a page), thousands of them interleaved.  Extra ns per element over a contiguous copy,
+   and per run.
+4. einsum's inner-loop restarts (`NS_PER_INNER_LOOP` in `einsum_step_ns`): ``'ib,jb->ij'`` with
    inner lengths ``b`` of 2..1024 at a fixed count of multiply-adds.
 
     python bench/read_patterns.py
@@ -56,6 +60,20 @@ def strided_einsum() -> None:
         print(f"o, i, k = {o}, {i}, {k}: strided inner {strided:.2f}, unit stride {unit:.2f} ns/MAC")
 
 
+def near_jumps(total: int = 1 << 22) -> None:
+    flat, out = np.random.rand(total), np.empty(total)
+    contiguous = _median(lambda: np.copyto(out, flat)) / total * 1e9
+    for run in (8, 16, 32, 48):
+        for apart in (3, 4, 8, 32, 128, 512):
+            n = total // (apart * run)
+            stored = np.random.rand(n, apart, run)
+            dest = np.empty((apart, n, run))
+            walked = stored.transpose(1, 0, 2)
+            extra = _median(lambda: np.copyto(dest, walked)) / stored.size * 1e9 - contiguous  # noqa: B023
+            print(f"runs of {run:2d}, starts {apart:3d} runs ({apart * run * 8:6d} B) apart: "
+                  f"{extra:5.2f} ns/element extra, {extra * run:5.1f} ns a run")
+
+
 def inner_loops(total: int = 1 << 20) -> None:
     for b in (2, 4, 6, 8, 16, 36, 64, 256, 1024):
         m = int((total // b) ** 0.5)
@@ -68,4 +86,5 @@ def inner_loops(total: int = 1 << 20) -> None:
 if __name__ == "__main__":
     streams()
     strided_einsum()
+    near_jumps()
     inner_loops()

@@ -55,6 +55,8 @@ __all__ = [
     "MEMORY_ELEMENTS",
     "NS_PER_STREAMED_ELEMENT",
     "NS_PER_FAR_RUN",
+    "NS_PER_NEAR_RUN",
+    "NEAR_JUMP_ELEMENTS",
     "NS_PER_FAR_LINE",
     "FAR_RUN_ELEMENTS",
     "FAR_JUMP_ELEMENTS",
@@ -254,8 +256,16 @@ NS_PER_BLOCK_STEP = 2500.0
 #       them read at the contiguous speed (bench/read_patterns.py: copies of runs of 8, 16 and
 #       48 elements from 2..2048 interleaved streams over 32 MB ran at 0.9-1.7 ns an element
 #       up to 16 streams, 1.15 contiguous; 1.9-3.7 at 32, 2.2-8.7 beyond).
+#   near runs: runs of a line or more whose starts lie `NEAR_JUMP_ELEMENTS` (256 B) or more
+#       but less than a page apart, read as more than a few interleaved streams, cost ~30 ns a
+#       run on the AMD EPYC VM of decision 32 (bench/read_patterns.py, near jumps: 32 MB
+#       arrays, runs of 8 to 48 elements with starts 4 to 512 runs apart, 17-54 ns a run over
+#       a contiguous copy, median 32; runs of 8 whose starts are 192 B apart cost 8).  Before,
+#       jumps under a page were read for free, which was never measured.
 NS_PER_STREAMED_ELEMENT = 0.8
 NS_PER_FAR_RUN = 50.0
+NS_PER_NEAR_RUN = 30.0
+NEAR_JUMP_ELEMENTS = 32
 NS_PER_FAR_LINE = 10.0
 NS_PER_PAGED_ELEMENT = 5.0
 NS_PER_EVICTED_ELEMENT = 10.0
@@ -336,12 +346,16 @@ def access_pattern(stored: Labels, order: Labels, extents: dict[int, int],
     else:
         return Access(run, 0)
     jump = stride[path[k]]
-    if run >= LINE_ELEMENTS and jump >= FAR_JUMP_ELEMENTS:
-        # Outward from the breaking label, the first one that steps a short way continues
-        # every run read so far: those interleaved runs are streams the prefetcher follows.
+    # Runs of a line or more that do not nearly follow each other: outward from the breaking
+    # label, the first one that steps a short way (within a page for far runs, a few lines or
+    # just past the run for near ones) continues every run read so far: those interleaved runs
+    # are streams the prefetcher follows.
+    short = (FAR_JUMP_ELEMENTS if jump >= FAR_JUMP_ELEMENTS
+             else NEAR_JUMP_ELEMENTS if jump >= NEAR_JUMP_ELEMENTS else 0)
+    if run >= LINE_ELEMENTS and short:
         streams = 1
         for label in reversed(path[:k + 1]):
-            if stride[label] < FAR_JUMP_ELEMENTS:
+            if stride[label] < max(short, run + 1):
                 return Access(run, jump, streams=streams)
             streams *= walked.get(label, extents[label])
         return Access(run, jump)
@@ -686,6 +700,7 @@ class NumpyCostModel:
     memory_threshold: int = MEMORY_ELEMENTS
     ns_per_streamed_element: float = NS_PER_STREAMED_ELEMENT
     ns_per_far_run: float = NS_PER_FAR_RUN
+    ns_per_near_run: float = NS_PER_NEAR_RUN
     ns_per_far_line: float = NS_PER_FAR_LINE
     ns_per_paged_element: float = NS_PER_PAGED_ELEMENT
     ns_per_evicted_element: float = NS_PER_EVICTED_ELEMENT
@@ -735,8 +750,10 @@ class NumpyCostModel:
         if elements <= self.memory_threshold or access.run >= FAR_RUN_ELEMENTS:
             return 0.0
         if access.run >= LINE_ELEMENTS:
-            if access.jump < FAR_JUMP_ELEMENTS or 0 < access.streams <= STREAMS_PREFETCHED:
+            if access.jump < NEAR_JUMP_ELEMENTS or 0 < access.streams <= STREAMS_PREFETCHED:
                 return 0.0
+            if access.jump < FAR_JUMP_ELEMENTS:
+                return elements / access.run * self.ns_per_near_run
             lines = -(-access.run // LINE_ELEMENTS)
             return elements / access.run * (self.ns_per_far_run + self.ns_per_far_line * lines)
         if access.lines > self.memory_threshold // LINE_ELEMENTS:

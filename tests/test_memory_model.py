@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from contractions.matmul_model import (
     FAR_JUMP_ELEMENTS,
+    NEAR_JUMP_ELEMENTS,
     NUMPY_MODEL,
     STREAMS_PREFETCHED,
     TLB_PAGES,
@@ -46,7 +47,8 @@ def test_a_walk_in_memory_order_is_one_run():
 def test_a_walk_that_moves_an_outer_axis_inside_reads_runs_of_the_trailing_ones():
     # stored (0, 1, 2, 3) with extents 2, 3, 4, 5: strides 60, 20, 5, 1
     ext = {0: 2, 1: 3, 2: 4, 3: 5}
-    assert access_pattern((0, 1, 2, 3), (1, 0, 2, 3), ext) == Access(20, 60)
+    # (60 apart, past `NEAR_JUMP_ELEMENTS`: 2 interleaved streams, continued along label 1)
+    assert access_pattern((0, 1, 2, 3), (1, 0, 2, 3), ext) == Access(20, 60, streams=2)
     # runs of 5 whose lines hold the next value of label 2: label 1 (3 lines) is walked
     # before the walk comes back to them
     assert access_pattern((0, 1, 2, 3), (0, 2, 1, 3), ext) == Access(5, 20, lines=3)
@@ -88,12 +90,43 @@ def test_labels_of_extent_one_and_labels_not_stored_are_ignored():
     assert access_pattern((0, 1, 2), (3, 2, 0, 1), ext) == access_pattern((1, 2), (2, 1), ext)
 
 
+def test_near_runs_count_the_streams_they_interleave():
+    # stored (n, k, r) = (1000, 48, 8) walked (k, n, r): runs of 8 whose starts are 384 apart
+    # (under a page), each continued one line further on the next k: 1000 streams
+    ext = {0: 1000, 1: 48, 2: 8}
+    assert access_pattern((0, 1, 2), (1, 0, 2), ext) == Access(run=8, jump=384, streams=1000)
+    # with only 4 rows, 4 streams
+    ext4 = {0: 4, 1: 48, 2: 8}
+    assert access_pattern((0, 1, 2), (1, 0, 2), ext4) == Access(run=8, jump=384, streams=4)
+    # starts 3 lines (192 B) apart count as following each other: no streams counted
+    ext3 = {0: 1000, 1: 3, 2: 8}
+    assert access_pattern((0, 1, 2), (1, 0, 2), ext3) == Access(run=8, jump=24)
+    # 48-long runs 3 runs apart are far enough: a stream each
+    ext48 = {0: 1000, 1: 3, 2: 48}
+    assert access_pattern((0, 1, 2), (1, 0, 2), ext48) == Access(run=48, jump=144, streams=1000)
+
+
 # ------------------------------------------------------------------------ strided_read_ns
 def test_arrays_within_the_cache_and_long_runs_cost_nothing_extra():
     far = Access(run=8, jump=10 * FAR_JUMP_ELEMENTS)
     assert MODEL.strided_read_ns(MODEL.memory_elements(), far) == 0.0
     assert MODEL.strided_read_ns(BIG, Access(run=4096, jump=10**6)) == 0.0
-    assert MODEL.strided_read_ns(BIG, Access(run=8, jump=FAR_JUMP_ELEMENTS - 1)) == 0.0
+    # runs that nearly follow each other: the prefetcher keeps up
+    assert MODEL.strided_read_ns(BIG, Access(run=8, jump=NEAR_JUMP_ELEMENTS - 8)) == 0.0
+
+
+def test_runs_a_few_runs_apart_within_a_page_pay_per_run():
+    m = MODEL
+    elements = 8 * (BIG // 8 + 1)
+    near = m.strided_read_ns(elements, Access(run=8, jump=NEAR_JUMP_ELEMENTS))
+    assert near == pytest.approx(elements / 8 * m.ns_per_near_run) and near > 0
+    # the same price up to a page, then the far price takes over
+    assert m.strided_read_ns(elements, Access(run=8, jump=FAR_JUMP_ELEMENTS - 1)) == near
+    assert m.strided_read_ns(elements, Access(run=8, jump=FAR_JUMP_ELEMENTS)) > near
+    # longer runs: fewer of them
+    assert m.strided_read_ns(elements, Access(run=32, jump=64)) == pytest.approx(near / 4)
+    # a few interleaved streams stay free, as for far runs
+    assert m.strided_read_ns(elements, Access(run=8, jump=64, streams=STREAMS_PREFETCHED)) == 0.0
 
 
 def test_runs_a_page_apart_pay_per_run_and_per_line():
