@@ -10,6 +10,15 @@ numbers; it changes nothing.  Run on a quiet machine::
 
     python bench/kernel_choice.py            # every case at mid size
     python bench/kernel_choice.py --quick    # tiny sizes, a smoke run
+    python bench/kernel_choice.py --outer    # the fit behind the outer-product kernel choice
+
+``--outer`` times broadcast products with nothing to sum -- outer products ``bi,bj->bij`` and
+``bi,bj->bji``, and for contrast products where one side's labels lie within the other's
+(``bi,b->bi``, ``bi,bi->bi``, ``bj,bij->bij``) -- over a grid of extents (results of 2e3 to 4e6
+elements), both as ``np.einsum`` and as ``np.multiply`` of broadcast views, interleaved, and
+fits each kernel per kind as ``a * elements + c * innermost loops`` (least squares on relative
+error): the constants `NS_PER_OUTER_EINSUM_*` and `NS_PER_OUTER_MULTIPLY_*` in
+contractions/matmul_model.py (decision 33 in dev/decisions.md).  About two minutes.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from timing import best_seconds  # noqa: E402
+from timing import best_seconds, interleaved_medians  # noqa: E402
 
 from contractions import contract  # noqa: E402
 
@@ -48,10 +57,65 @@ def tensordot_route(expanded: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum(expanded, a, b, optimize=["einsum_path", (0, 1)])
 
 
+OUTER = ("bi,bj->bij", "bi,bj->bji")
+WITHIN = ("bi,b->bi", "bi,bi->bi", "bj,bij->bij")
+
+
+def _innermost_loop(pattern: str, extents: dict[str, int]) -> int:
+    """The result's trailing labels both operands hold alike (one loop for numpy's iterator)."""
+    (x, y), out = pattern.split("->")[0].split(","), pattern.split("->")[1]
+    run, side = 1, None
+    for label in reversed(out):
+        here = (label in x, label in y)
+        if side is not None and here != side:
+            break
+        side, run = here, run * extents[label]
+    return run
+
+
+def outer_fit() -> None:
+    rng = np.random.default_rng(1)
+    rows = []
+    for pattern in (*OUTER, *WITHIN):
+        (x, y), out = pattern.split("->")[0].split(","), pattern.split("->")[1]
+        for b in (1, 16, 256, 4096):
+            for i in (4, 16, 48, 200):
+                for j in (4, 16, 48, 200) if "j" in pattern else (4,):
+                    ext = {"b": b, "i": i, "j": j}
+                    n = int(np.prod([ext[c] for c in out]))
+                    if not 2000 <= n <= 1 << 22:
+                        continue
+                    ops = [rng.standard_normal([ext[c] for c in t]) for t in (x, y)]
+                    views = [op.transpose([t.index(c) for c in out if c in t]).reshape(
+                        [ext[c] if c in t else 1 for c in out]) for t, op in zip((x, y), ops)]
+                    med = interleaved_medians(
+                        {"einsum": functools.partial(np.einsum, pattern, *ops),
+                         "multiply": functools.partial(np.multiply, *views)},
+                        repeats=5, batch_seconds=0.01)
+                    rows.append((pattern, n, n / _innermost_loop(pattern, ext),
+                                 med["einsum"] * 1e9, med["multiply"] * 1e9))
+    for kind, patterns in (("outer products", OUTER), ("one side within the other", WITHIN)):
+        picked = [r for r in rows if r[0] in patterns]
+        features = np.array([[r[1], r[2]] for r in picked], float)
+        ratio = np.array([r[3] / r[4] for r in picked])
+        print(f"{kind}: {len(picked)} products, einsum/multiply time median {np.median(ratio):.2f} "
+              f"(range {ratio.min():.2f}-{ratio.max():.2f}), einsum faster in {int((ratio < 1).sum())}")
+        for name, column in (("einsum", 3), ("multiply", 4)):
+            ns = np.array([r[column] for r in picked])
+            coef = np.linalg.lstsq(features / ns[:, None], np.ones(len(ns)), rcond=None)[0]
+            error = np.abs(np.log(features @ coef / ns))
+            print(f"  {name:8s} {coef[0]:.3f} ns an element + {coef[1]:.2f} a loop "
+                  f"(median error {np.expm1(np.median(error)):.0%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--outer", action="store_true", help="fit the outer-product kernels")
     args = parser.parse_args()
+    if args.outer:
+        outer_fit()
+        return
     rng = np.random.default_rng(0)
     print(f"{'string':16s} {'contract us':>12s} {'multiply us':>12s} {'einsum us':>10s} {'gemm route us':>14s}")
     for grouped, expanded, shapes, kwargs in CASES:

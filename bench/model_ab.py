@@ -14,7 +14,8 @@ Against another checkout (a baseline commit), dump its schedules there and compa
 The variants: ``--without vector-einsum`` sends no small vector-like step to einsum's loop;
 ``--without before-incache`` runs the matmul constants in use before decision 31,
 ``--without refit`` an earlier refit, ``--without before-near`` reads near-apart runs for free
-(as before decision 32).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+(as before decision 32), ``--without before-outer`` runs outer products with np.multiply (before
+decision 33).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -56,6 +57,8 @@ VARIANTS = {
     "transpose-refit": replace(NUMPY_MODEL, ns_per_batched_right_transpose_element=0.356),
     # before decision 32: runs of a line or more less than a page apart read for free
     "before-near": replace(NUMPY_MODEL, ns_per_near_run=0.0),
+    # before decision 33: outer products always run by np.multiply
+    "before-outer": replace(NUMPY_MODEL, ns_per_outer_einsum_element=1e9),
 }
 
 

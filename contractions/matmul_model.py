@@ -56,6 +56,10 @@ __all__ = [
     "NS_PER_STREAMED_ELEMENT",
     "NS_PER_FAR_RUN",
     "NS_PER_NEAR_RUN",
+    "NS_PER_OUTER_EINSUM_ELEMENT",
+    "NS_PER_OUTER_EINSUM_LOOP",
+    "NS_PER_OUTER_MULTIPLY_ELEMENT",
+    "NS_PER_OUTER_MULTIPLY_LOOP",
     "NEAR_JUMP_ELEMENTS",
     "NS_PER_FAR_LINE",
     "FAR_RUN_ELEMENTS",
@@ -217,6 +221,20 @@ EINSUM_VECTOR_STEP_MAX_MACS = 256
 # bench/read_patterns.py).
 NS_PER_EINSUM_MAC = 0.5
 NS_PER_STRIDED_EINSUM_MAC = 1.6
+# A broadcast outer product (each operand holds labels the other lacks: 'bi,bj->bij') runs
+# faster as einsum's loop than as np.multiply of broadcast views, which pays more per element
+# and per innermost loop (measured on the AMD EPYC VM of decision 33, bench/kernel_choice.py
+# --outer: 88 products 'bi,bj->bij' and 'bi,bj->bji' of 2e3-4e6 elements, least squares on
+# relative error, median error 12-15%: einsum 0.42 ns an element plus 4.4 a loop, multiply
+# 0.58-0.60 plus 7.2-7.4, two runs; einsum took 0.68x multiply's time at the median, faster in
+# 79 of the 88).  Neither fit found a cost of fresh result pages, so these prices hold none.
+# An elementwise product or a scaling (one operand's labels within the other's) stays with
+# np.multiply, faster there in 45 of 60 (einsum 1.21x its time at the median, up to 2.99x).
+# These prices pick the kernel only; the step's cost stays `multiply_ns` (decision 33).
+NS_PER_OUTER_EINSUM_ELEMENT = 0.42
+NS_PER_OUTER_EINSUM_LOOP = 4.4
+NS_PER_OUTER_MULTIPLY_ELEMENT = 0.58
+NS_PER_OUTER_MULTIPLY_LOOP = 7.2
 # a broadcast product pays per innermost loop too: numpy's iterator restarts its inner loop
 #   for every run of the result's trailing axes that the operands hold alike, ~12 ns a loop
 #   (measured: a (65536,4,4) product of two strided blocks ran at 9.2 ns an element against
@@ -638,6 +656,11 @@ class CostModel(Protocol):
         """A broadcast elementwise product writing ``elements`` in innermost loops of
         ``inner`` elements (0: unknown, long)."""
 
+    def outer_product_ns(self, elements: int, inner: int) -> dict[str, float]:
+        """The kernels this backend runs a broadcast outer product with (``'multiply'``,
+        ``'einsum'``), each with its price, for a result of ``elements`` written in innermost
+        loops of ``inner``; the cheapest is used."""
+
     def einsum_ns(self, macs: int, strided: bool = False, inner: int = 0) -> float:
         """One einsum loop over ``macs`` multiply-adds (a small vector-like step); ``strided``
         when its innermost loop reads an operand at a stride, ``inner`` that loop's length
@@ -689,6 +712,10 @@ class NumpyCostModel:
     fresh_buffer_elements: int = FRESH_BUFFER_ELEMENTS
     ns_per_inner_loop: float = NS_PER_INNER_LOOP
     ns_per_einsum_mac: float = NS_PER_EINSUM_MAC
+    ns_per_outer_einsum_element: float = NS_PER_OUTER_EINSUM_ELEMENT
+    ns_per_outer_einsum_loop: float = NS_PER_OUTER_EINSUM_LOOP
+    ns_per_outer_multiply_element: float = NS_PER_OUTER_MULTIPLY_ELEMENT
+    ns_per_outer_multiply_loop: float = NS_PER_OUTER_MULTIPLY_LOOP
     ns_per_strided_einsum_mac: float = NS_PER_STRIDED_EINSUM_MAC
     einsum_vector_step_max_macs: int = EINSUM_VECTOR_STEP_MAX_MACS
     ns_per_block: float = NS_PER_BLOCK
@@ -721,6 +748,12 @@ class NumpyCostModel:
     def multiply_ns(self, elements: int, inner: int = 0) -> float:
         loops = elements / inner if inner else 0.0
         return self.ns_per_copied_element * elements + self.ns_per_inner_loop * loops
+
+    def outer_product_ns(self, elements: int, inner: int) -> dict[str, float]:
+        loops = elements / inner if inner else 0.0
+        return {"einsum": self.ns_per_outer_einsum_element * elements + self.ns_per_outer_einsum_loop * loops,
+                "multiply": (self.ns_per_outer_multiply_element * elements
+                             + self.ns_per_outer_multiply_loop * loops)}
 
     def einsum_ns(self, macs: int, strided: bool = False, inner: int = 0) -> float:
         loops = macs / inner if inner else 0.0

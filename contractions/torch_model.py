@@ -194,6 +194,11 @@ class TorchCostModel:
     def multiply_ns(self, elements: int, inner: int = 0) -> float:
         return self.steps_model.multiply_ns(elements, inner)
 
+    def outer_product_ns(self, elements: int, inner: int) -> dict[str, float]:
+        # torch.einsum runs an outer product as the same broadcast mul, behind its own parse:
+        # one kernel only (numpy's einsum-loop advantage does not carry over)
+        return {"multiply": self.steps_model.multiply_ns(elements, inner)}
+
     def einsum_ns(self, macs: int, strided: bool = False, inner: int = 0) -> float:
         return self.steps_model.einsum_ns(macs, strided, inner)
 

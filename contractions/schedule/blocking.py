@@ -26,7 +26,7 @@ from ..matmul_model import (
 )
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
-from .lowering import _inner_run, lower_candidates
+from .lowering import broadcast_step_ns, lower_candidates
 from .memory import (
     BLOCK_HEADROOM,
     _limit_for,
@@ -129,10 +129,10 @@ MAX_BLOCKS = 10_000
 def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) -> float:
     """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged)."""
     result = size_of(step.result, ext)
-    if step.kernel == "multiply":
-        return model.multiply_ns(result, _inner_run(step.result, step.x_labels, step.y_labels, ext))
     lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
     ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
+    if not step.contract and step.kernel in ("multiply", "einsum"):
+        return broadcast_step_ns(step.result, lx, ly, ext, model)
     if step.kernel == "einsum" or step.layout is None:
         return einsum_step_ns((lx, ly), step.result, ext, model)
     lay = step.layout

@@ -122,6 +122,27 @@ def _inner_run(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int]) -
     return run
 
 
+def broadcast_step_ns(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int],
+                      model: CostModel) -> float:
+    """Modelled time of a step with nothing to sum writing its result in ``order``, whichever
+    kernel runs it: the broadcast-product price the paths are chosen with (`_broadcast_kernel`
+    picks the kernel apart)."""
+    return model.multiply_ns(size_of(order, extents), _inner_run(order, lx, ly, extents))
+
+
+def _broadcast_kernel(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int],
+                      model: CostModel) -> str:
+    """The kernel for a step with nothing to sum: for an outer product (each side holds labels
+    the other lacks) the one the backend prices lowest, else np.multiply.  Only the kernel
+    follows these prices, not the step's cost: the lower outer-product prices, used for the
+    path search too, drew paths through large outer-product intermediates that ran slower
+    (dev/decisions.md, decision 33)."""
+    if set(lx) - set(ly) and set(ly) - set(lx):
+        prices = model.outer_product_ns(size_of(order, extents), _inner_run(order, lx, ly, extents))
+        return min(prices, key=prices.__getitem__)
+    return "multiply"
+
+
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
           extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
           model: CostModel = NUMPY_MODEL) -> Step:
@@ -144,14 +165,20 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
                   sum_y=sum_y, flops=flops)
 
     if not contract_set:
-        # Nothing to sum: an outer/elementwise product of broadcast views.
+        # Nothing to sum: an outer/elementwise product of broadcast views, or of an outer
+        # product einsum's loop where the model prices that lower.
         order = _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
+        cost = broadcast_step_ns(order, lx, ly, extents, model)
+        subscripts = _einsum_string((lx, ly), order) if use_einsum else None
+        if subscripts is not None and _broadcast_kernel(order, lx, ly, extents, model) == "einsum":
+            return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
+                        result=order, result_shape=shape, kernel="einsum", einsum=subscripts,
+                        x_view=None, y_view=None, swap=False, layout=None, cost_ns=cost)
         return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
                     result=order, result_shape=shape, kernel="multiply", einsum=None,
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
-                    swap=False, layout=None,
-                    cost_ns=model.multiply_ns(math.prod(shape), _inner_run(order, lx, ly, extents)))
+                    swap=False, layout=None, cost_ns=cost)
 
     layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
     nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)

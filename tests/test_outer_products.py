@@ -1,0 +1,100 @@
+"""Steps with nothing to sum: which kernel runs them (`_broadcast_kernel` in lowering).
+
+An outer product (each operand holds labels the other lacks) runs as one einsum loop on numpy,
+where the model prices it lower than np.multiply of broadcast views; an elementwise product or
+a scaling stays np.multiply; backends without einsum, and torch, keep np.multiply's kernel.
+The step's cost is the broadcast price either way, so the kernel never moves the path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from contractions import contract
+from contractions.matmul_model import NUMPY_MODEL
+from contractions.plan import make_plan
+from contractions.schedule import make_schedule
+
+rng = np.random.default_rng(7)
+
+
+def _steps(subscripts: str, shapes, **kwargs):
+    plan = make_plan(subscripts, tuple(map(tuple, shapes)), ())
+    return make_schedule(plan, memory_limit=None, **kwargs).steps
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("bi,bj->bij", [(300, 40), (300, 40)]),
+    ("bi,bj->bji", [(300, 40), (300, 40)]),
+    ("i,j->ij", [(500,), (400,)]),
+    ("abi,cj->acbij", [(6, 5, 12), (7, 9)]),
+])
+def test_an_outer_product_runs_as_one_einsum_loop_and_matches_numpy(subscripts, shapes):
+    (step,) = _steps(subscripts, shapes)
+    assert step.kernel == "einsum" and step.contract == ()
+    x, y = (rng.standard_normal(s) for s in shapes)
+    got = contract(subscripts, x, y)
+    np.testing.assert_allclose(got, np.einsum(subscripts, x, y), rtol=1e-12)
+    assert got.shape == np.einsum(subscripts, x, y).shape and got.dtype == np.float64
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("bi,bi->bi", [(300, 40), (300, 40)]),     # elementwise
+    ("bi,b->bi", [(300, 40), (300,)]),         # a scaling
+    ("bj,bij->bij", [(30, 40), (30, 20, 40)]),  # one side within the other
+])
+def test_a_product_with_one_side_within_the_other_stays_np_multiply(subscripts, shapes):
+    (step,) = _steps(subscripts, shapes)
+    assert step.kernel == "multiply"
+    x, y = (rng.standard_normal(s) for s in shapes)
+    np.testing.assert_allclose(contract(subscripts, x, y), np.einsum(subscripts, x, y), rtol=1e-12)
+
+
+def test_without_einsum_or_when_multiply_prices_lower_an_outer_product_stays_multiply():
+    shapes = [(300, 40), (300, 40)]
+    (step,) = _steps("bi,bj->bij", shapes, use_einsum=False)
+    assert step.kernel == "multiply"
+    never = replace(NUMPY_MODEL, ns_per_outer_einsum_element=1e9)
+    (step,) = _steps("bi,bj->bij", shapes, cost_model=never)
+    assert step.kernel == "multiply"
+
+
+def test_the_kernel_does_not_change_the_price_the_path_is_chosen_with():
+    shapes = [(300, 40), (300, 40)]
+    never = replace(NUMPY_MODEL, ns_per_outer_einsum_element=1e9)
+    (as_einsum,) = _steps("bi,bj->bij", shapes)
+    (as_multiply,) = _steps("bi,bj->bij", shapes, cost_model=never)
+    assert as_einsum.cost_ns == as_multiply.cost_ns > 0
+
+
+def test_the_numpy_model_prices_einsum_lower_for_outer_products_only_where_measured():
+    prices = NUMPY_MODEL.outer_product_ns(1 << 20, 40)
+    assert set(prices) == {"einsum", "multiply"} and prices["einsum"] < prices["multiply"]
+
+
+def test_outer_product_steps_inside_a_blocked_schedule_match_numpy():
+    # a chain whose outer-product intermediate is cut into blocks by a small limit
+    x, y, z = rng.standard_normal((64, 20)), rng.standard_normal((64, 30)), rng.standard_normal((30, 5))
+    want = np.einsum("bi,bj,jk->bik", x, y, z)
+    got = contract("bi,bj,jk->bik", x, y, z, memory_limit=4096, optimize=[(0, 1), (0, 1)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_float16_and_integer_outer_products_keep_numpy_dtypes():
+    a, b = np.arange(6, dtype=np.int32).reshape(2, 3), np.arange(8, dtype=np.int32).reshape(2, 4)
+    got = contract("bi,bj->bij", a, b)
+    assert got.dtype == np.einsum("bi,bj->bij", a, b).dtype
+    np.testing.assert_array_equal(got, np.einsum("bi,bj->bij", a, b))
+    h = rng.standard_normal((8, 5)).astype(np.float16)
+    got16 = contract("bi,bj->bij", h, h)
+    assert got16.dtype == np.float16
+    np.testing.assert_allclose(got16, np.einsum("bi,bj->bij", h, h), rtol=2e-3)
+
+
+def test_torch_keeps_its_one_broadcast_kernel():
+    torch_model = pytest.importorskip("contractions.torch_model")
+    prices = torch_model.TORCH_MODEL.outer_product_ns(1 << 20, 40)
+    assert set(prices) == {"multiply"}
