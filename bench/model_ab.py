@@ -64,8 +64,9 @@ VARIANTS = {
 
 def shape_of(schedule) -> tuple:
     """What a schedule runs (path, kernels, layouts, blocks), for telling two apart."""
-    steps = tuple((s.kernel, s.result, s.layout and (s.layout.swap, s.layout.batch, s.layout.contract,
-                                                     s.layout.left, s.layout.right)) for s in schedule.steps)
+    steps = tuple((s.kernel, s.result, s.x_view, s.y_view,
+                   s.layout and (s.layout.swap, s.layout.batch, s.layout.contract,
+                                 s.layout.left, s.layout.right)) for s in schedule.steps)
     blocks = schedule.blocking and (schedule.blocking.labels, schedule.blocking.chunks)
     return schedule.strategy, schedule.path, steps, blocks
 

@@ -98,3 +98,18 @@ def test_torch_keeps_its_one_broadcast_kernel():
     torch_model = pytest.importorskip("contractions.torch_model")
     prices = torch_model.TORCH_MODEL.outer_product_ns(1 << 20, 40)
     assert set(prices) == {"multiply"}
+
+
+def test_strided_inputs_of_an_outer_product_are_copied_and_the_copy_is_counted():
+    from contractions.schedule.ir import STRIDED
+
+    plan = make_plan("bi,bj->bij", ((300, 40), (300, 40)), ())
+    plain = make_schedule(plan, memory_limit=None)
+    strided = make_schedule(plan, memory_limit=None, layouts=(STRIDED, 0))
+    (step,) = strided.steps
+    assert step.x_view is not None and step.x_view.contiguous_first
+    # a strided first operand is copied whole before the loop: its 12,000 elements count
+    assert strided.peak_extra == plain.peak_extra + 300 * 40
+    x = rng.standard_normal((40, 300)).T           # a transposed view (Fortran order)
+    wide = rng.standard_normal((300, 80))[:, ::2]  # strided columns
+    np.testing.assert_allclose(contract("bi,bj->bij", x, wide), np.einsum("bi,bj->bij", x, wide), rtol=1e-12)

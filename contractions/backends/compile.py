@@ -131,7 +131,13 @@ def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
 def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False) -> Callable[[Any, Any], Any]:
     """The kernel of one step; ``intermediate``: its result feeds another step."""
     kernel: Callable[[Any, Any], Any]
-    if step.kernel == "einsum":
+    if step.kernel == "einsum" and step.x_view is not None and step.y_view is not None:
+        vx, vy, einsum, subscripts = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.einsum, step.einsum
+
+        def kernel(x: Any, y: Any) -> Any:
+            return einsum(subscripts, vx(x), vy(y))
+
+    elif step.kernel == "einsum":
         kernel = functools.partial(ops.einsum, step.einsum)
     elif step.kernel == "multiply":
         assert step.x_view is not None and step.y_view is not None

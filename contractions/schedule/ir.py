@@ -72,7 +72,8 @@ class Step:
     * ``'matmul'``: ``matmul(x_view(x), y_view(y))`` (operands swapped when ``swap``), then a
       reshape to ``result_shape``; ``layout`` is the priced layout it came from;
     * ``'multiply'``: ``multiply(x_view(x), y_view(y))``, both broadcast to ``result`` order;
-    * ``'einsum'``: one einsum call on the local letter string ``einsum``.
+    * ``'einsum'``: one einsum call on the local letter string ``einsum`` (on ``x_view(x)`` and
+      ``y_view(y)`` when they are set: an outer product made contiguous first).
 
     ``cost_ns`` is the modelled time, ``flops`` opt_einsum's count for the step.
     """

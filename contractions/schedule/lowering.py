@@ -122,6 +122,11 @@ def _inner_run(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int]) -
     return run
 
 
+def _contiguous(labels: Labels, extents: dict[int, int]) -> View:
+    """An operand as it is, made C-contiguous first if it is not (a no-op for C arrays)."""
+    return View(permutation=None, shape=tuple(extents[lab] for lab in labels), contiguous_first=True)
+
+
 def broadcast_step_ns(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int],
                       model: CostModel) -> float:
     """Modelled time of a step with nothing to sum writing its result in ``order``, whichever
@@ -172,9 +177,14 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         cost = broadcast_step_ns(order, lx, ly, extents, model)
         subscripts = _einsum_string((lx, ly), order) if use_einsum else None
         if subscripts is not None and _broadcast_kernel(order, lx, ly, extents, model) == "einsum":
+            # Strided inputs (a block's slices, a caller's transposed array) are made contiguous
+            # first: einsum's loop over them walks more axes, and ran a block 2.1x slower than
+            # on copies of its slices, which cost a twentieth of that (decision 33); the inputs
+            # of an outer product are small beside its result.
             return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
                         result=order, result_shape=shape, kernel="einsum", einsum=subscripts,
-                        x_view=None, y_view=None, swap=False, layout=None, cost_ns=cost)
+                        x_view=_contiguous(lx, extents), y_view=_contiguous(ly, extents),
+                        swap=False, layout=None, cost_ns=cost)
         return Step(**common, batch=tuple(lab for lab in order if lab in batch_set), contract=(),
                     result=order, result_shape=shape, kernel="multiply", einsum=None,
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
