@@ -9,7 +9,10 @@
    in the order ``(K, N, r)``: runs of ``r`` elements whose starts are ``K * r`` apart (most
    under a page), thousands of them interleaved.  Extra ns per element over a contiguous copy,
    and per run.
-4. einsum's inner-loop restarts (`NS_PER_INNER_LOOP` in `einsum_step_ns`): ``'ib,jb->ij'`` with
+4. Streaming into einsum's loop (`NS_PER_EINSUM_STREAMED_ELEMENT`): ``'bo,boi->bi'`` and
+   ``'bi,boi->bo'`` from operands of 0.1 to 128 MB, against the same products as stacked
+   ``(1 x o) @ (o x i)`` matmuls; ns per multiply-add.
+5. einsum's inner-loop restarts (`NS_PER_INNER_LOOP` in `einsum_step_ns`): ``'ib,jb->ij'`` with
    inner lengths ``b`` of 2..1024 at a fixed count of multiply-adds.
 
     python bench/read_patterns.py
@@ -74,6 +77,18 @@ def near_jumps(total: int = 1 << 22) -> None:
                   f"{extra:5.2f} ns/element extra, {extra * run:5.1f} ns a run")
 
 
+def einsum_streaming() -> None:
+    rng = np.random.default_rng(0)
+    for b, o, i in ((16, 16, 64), (64, 32, 128), (32, 64, 1024), (144, 144, 192), (256, 256, 256)):
+        m, x, y = rng.standard_normal((b, o, i)), rng.standard_normal((b, o)), rng.standard_normal((b, i))
+        macs = b * o * i
+        row = _median(lambda: np.einsum("bo,boi->bi", x, m)) / macs * 1e9  # noqa: B023
+        dot = _median(lambda: np.einsum("bi,boi->bo", y, m)) / macs * 1e9  # noqa: B023
+        stacked = _median(lambda: np.matmul(x[:, None, :], m)) / macs * 1e9  # noqa: B023
+        print(f"{macs * 8 / 2**20:6.1f} MB: einsum 'bo,boi->bi' {row:.2f}, 'bi,boi->bo' {dot:.2f}, "
+              f"stacked matmul {stacked:.2f} ns/MAC")
+
+
 def inner_loops(total: int = 1 << 20) -> None:
     for b in (2, 4, 6, 8, 16, 36, 64, 256, 1024):
         m = int((total // b) ** 0.5)
@@ -87,4 +102,5 @@ if __name__ == "__main__":
     streams()
     strided_einsum()
     near_jumps()
+    einsum_streaming()
     inner_loops()

@@ -56,6 +56,7 @@ __all__ = [
     "NS_PER_STREAMED_ELEMENT",
     "NS_PER_FAR_RUN",
     "NS_PER_NEAR_RUN",
+    "NS_PER_EINSUM_STREAMED_ELEMENT",
     "NS_PER_OUTER_EINSUM_ELEMENT",
     "NS_PER_OUTER_EINSUM_LOOP",
     "NS_PER_OUTER_MULTIPLY_ELEMENT",
@@ -280,7 +281,13 @@ NS_PER_BLOCK_STEP = 2500.0
 #       arrays, runs of 8 to 48 elements with starts 4 to 512 runs apart, 17-54 ns a run over
 #       a contiguous copy, median 32; runs of 8 whose starts are 192 B apart cost 8).  Before,
 #       jumps under a page were read for free, which was never measured.
+#   streaming into einsum's loop costs nothing extra (`NS_PER_EINSUM_STREAMED_ELEMENT`): on the
+#       AMD EPYC VM of decision 34, 'bo,boi->bi' and 'bi,boi->bo' ran at 0.27-0.36 ns a
+#       multiply-add over 30-128 MB operands and 0.24-0.56 on operands within the caches, while
+#       the same products as stacked (1 x k) @ (k x n) matmuls went from 0.13 in cache to
+#       0.56-0.61 from memory (bench/read_patterns.py, streaming).
 NS_PER_STREAMED_ELEMENT = 0.8
+NS_PER_EINSUM_STREAMED_ELEMENT = 0.0
 NS_PER_FAR_RUN = 50.0
 NS_PER_NEAR_RUN = 30.0
 NEAR_JUMP_ELEMENTS = 32
@@ -467,7 +474,7 @@ def einsum_read_ns(operands: Sequence[Labels], walk: Labels, extents: dict[int, 
     for labels in operands:
         size = size_of(labels, extents)
         if size > model.memory_elements():
-            ns += model.streamed_ns(size) + model.strided_read_ns(
+            ns += model.streamed_ns(size, "einsum") + model.strided_read_ns(
                 size, access_pattern(labels, walk, extents))
     return ns
 
@@ -682,8 +689,9 @@ class CostModel(Protocol):
     def memory_elements(self) -> int:
         """Arrays larger than this are read from memory (`streamed_ns`, `strided_read_ns`)."""
 
-    def streamed_ns(self, elements: int) -> float:
-        """Extra time of streaming ``elements`` from memory into a product."""
+    def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
+        """Extra time of streaming ``elements`` from memory into a product run by ``kernel``
+        (``'matmul'``: a BLAS factor; ``'einsum'``: read by einsum's loop)."""
 
     def strided_read_ns(self, elements: int, access: Access) -> float:
         """Extra time of reading ``elements`` of a large array as ``access`` says."""
@@ -726,6 +734,7 @@ class NumpyCostModel:
     cache_elements: int = CACHE_BLOCK_ELEMENTS
     memory_threshold: int = MEMORY_ELEMENTS
     ns_per_streamed_element: float = NS_PER_STREAMED_ELEMENT
+    ns_per_einsum_streamed_element: float = NS_PER_EINSUM_STREAMED_ELEMENT
     ns_per_far_run: float = NS_PER_FAR_RUN
     ns_per_near_run: float = NS_PER_NEAR_RUN
     ns_per_far_line: float = NS_PER_FAR_LINE
@@ -776,7 +785,9 @@ class NumpyCostModel:
     def memory_elements(self) -> int:
         return self.memory_threshold
 
-    def streamed_ns(self, elements: int) -> float:
+    def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
+        if kernel == "einsum":
+            return self.ns_per_einsum_streamed_element * elements
         return self.ns_per_streamed_element * elements
 
     def strided_read_ns(self, elements: int, access: Access) -> float:

@@ -20,7 +20,8 @@ re-fitted values; it edits nothing).
 >>> TORCH_MODEL.choose(make_schedule(plan, 'greedy'))[0]     # tiny: one call beats the steps
 'einsum'
 >>> plan = make_plan('Wa,Wab->Wb', ((4096, 64), (4096, 64, 64)), ())
->>> TORCH_MODEL.choose(make_schedule(plan))[0]   # einsum's permute would copy the big operand
+>>> steps = make_schedule(plan, cost_model=TORCH_MODEL)
+>>> TORCH_MODEL.choose(steps)[0]   # einsum's permute would copy the big operand
 'steps'
 >>> make_schedule(plan, cost_model=TORCH_MODEL).strategy   # the schedule carries the choice
 'pairwise'
@@ -214,7 +215,8 @@ class TorchCostModel:
     def memory_elements(self) -> int:
         return self.steps_model.memory_elements()
 
-    def streamed_ns(self, elements: int) -> float:
+    def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
+        # torch.einsum runs a pair as a bmm, not numpy's streaming loop: one price for both
         return self.steps_model.streamed_ns(elements)
 
     def strided_read_ns(self, elements: int, access: Any) -> float:

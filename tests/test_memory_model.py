@@ -293,3 +293,25 @@ def test_a_vector_like_step_over_a_far_walked_operand_runs_as_a_stacked_product(
     # the same string in cache keeps einsum's loop
     small = make_plan("WCa,CaWb->WCb", ((4, 4, 4, 4, 11), (4, 4, 11, 4, 4, 15)), (("W", 2),))
     assert make_schedule(small, memory_limit=None, cost_model=MODEL).steps[0].kernel == "einsum"
+
+
+# ------------------------------------------------------------- streaming into einsum's loop
+def test_einsum_streams_a_large_operand_at_no_extra_price_a_matmul_factor_pays():
+    assert MODEL.streamed_ns(BIG, "einsum") == 0.0
+    assert MODEL.streamed_ns(BIG) == MODEL.streamed_ns(BIG, "matmul") > 0
+    assert MODEL.streamed_ns(BIG) == pytest.approx(MODEL.ns_per_streamed_element * BIG)
+
+
+def test_a_large_vector_like_step_past_the_cache_runs_as_einsum_by_a_clear_margin():
+    # 'bo,boi->bi': a stack of (1 x o) @ (o x i) products, too large per product for the
+    # small-step rule; past the cache einsum's loop streams the big operand (decision 34)
+    plan = make_plan("bo,boi->bi", ((64, 48), (64, 48, 96)), ())
+    past = replace(MODEL, memory_threshold=1 << 12)
+    within = replace(MODEL, memory_threshold=1 << 30)
+    (far_step,) = make_schedule(plan, memory_limit=None, cost_model=past).steps
+    (near_step,) = make_schedule(plan, memory_limit=None, cost_model=within).steps
+    assert far_step.kernel == "einsum" and near_step.kernel == "matmul"
+    # with einsum charged the matmul factors' streaming price the margin is not reached
+    old = replace(past, ns_per_einsum_streamed_element=past.ns_per_streamed_element)
+    (old_step,) = make_schedule(plan, memory_limit=None, cost_model=old).steps
+    assert old_step.kernel == "matmul"
