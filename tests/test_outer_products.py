@@ -70,7 +70,7 @@ def test_the_kernel_does_not_change_the_price_the_path_is_chosen_with():
     assert as_einsum.cost_ns == as_multiply.cost_ns > 0
 
 
-def test_the_numpy_model_prices_einsum_lower_for_outer_products_only_where_measured():
+def test_the_numpy_model_prices_einsum_below_multiply_for_outer_products():
     prices = NUMPY_MODEL.outer_product_ns(1 << 20, 40)
     assert set(prices) == {"einsum", "multiply"} and prices["einsum"] < prices["multiply"]
 
@@ -78,7 +78,11 @@ def test_the_numpy_model_prices_einsum_lower_for_outer_products_only_where_measu
 def test_outer_product_steps_inside_a_blocked_schedule_match_numpy():
     # a chain whose outer-product intermediate is cut into blocks by a small limit
     x, y, z = rng.standard_normal((64, 20)), rng.standard_normal((64, 30)), rng.standard_normal((30, 5))
+    from contractions import explain
+
     want = np.einsum("bi,bj,jk->bik", x, y, z)
+    report = explain("bi,bj,jk->bik", x, y, z, memory_limit=4096, optimize=[(0, 1), (0, 1)])
+    assert "blocks: 32" in report and "einsum 'ab,ac->acb'" in report   # sliced outer product
     got = contract("bi,bj,jk->bik", x, y, z, memory_limit=4096, optimize=[(0, 1), (0, 1)])
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
