@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from contractions import contract
+from contractions import contract, explain
 from contractions.matmul_model import NUMPY_MODEL
 from contractions.plan import make_plan
 from contractions.schedule import make_schedule
@@ -78,8 +78,6 @@ def test_the_numpy_model_prices_einsum_below_multiply_for_outer_products():
 def test_outer_product_steps_inside_a_blocked_schedule_match_numpy():
     # a chain whose outer-product intermediate is cut into blocks by a small limit
     x, y, z = rng.standard_normal((64, 20)), rng.standard_normal((64, 30)), rng.standard_normal((30, 5))
-    from contractions import explain
-
     want = np.einsum("bi,bj,jk->bik", x, y, z)
     report = explain("bi,bj,jk->bik", x, y, z, memory_limit=4096, optimize=[(0, 1), (0, 1)])
     assert "blocks: 32" in report and "einsum 'ab,ac->acb'" in report   # sliced outer product
