@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE))
 from timing import best_seconds, interleaved_medians  # noqa: E402
 
 from contractions import contract  # noqa: E402
+from contractions.schedule.lowering import _inner_run  # noqa: E402
 
 # (grouped string, hand-expanded numpy string, shapes at mid size); every group one axis here
 CASES = [
@@ -61,18 +62,6 @@ OUTER = ("bi,bj->bij", "bi,bj->bji")
 WITHIN = ("bi,b->bi", "bi,bi->bi", "bj,bij->bij")
 
 
-def _innermost_loop(pattern: str, extents: dict[str, int]) -> int:
-    """The result's trailing labels both operands hold alike (one loop for numpy's iterator)."""
-    (x, y), out = pattern.split("->")[0].split(","), pattern.split("->")[1]
-    run, side = 1, None
-    for label in reversed(out):
-        here = (label in x, label in y)
-        if side is not None and here != side:
-            break
-        side, run = here, run * extents[label]
-    return run
-
-
 def outer_fit() -> None:
     rng = np.random.default_rng(1)
     rows = []
@@ -92,7 +81,9 @@ def outer_fit() -> None:
                         {"einsum": functools.partial(np.einsum, pattern, *ops),
                          "multiply": functools.partial(np.multiply, *views)},
                         repeats=5, batch_seconds=0.01)
-                    rows.append((pattern, n, n / _innermost_loop(pattern, ext),
+                    # the innermost loop's length as the schedule counts it (letters as labels)
+                    inner = _inner_run(tuple(out), tuple(x), tuple(y), ext)
+                    rows.append((pattern, n, n / inner,
                                  med["einsum"] * 1e9, med["multiply"] * 1e9))
     for kind, patterns in (("outer products", OUTER), ("one side within the other", WITHIN)):
         picked = [r for r in rows if r[0] in patterns]

@@ -198,7 +198,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     matmul_ns = layout.cost + model.fresh_buffer_ns(size_of(tuple(kept), extents))
     far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
-    if letters_ok and vector_like and (needs_copy or small or far or (not left and not right)):
+    einsum_first = needs_copy or small or (not left and not right)
+    if letters_ok and vector_like and (einsum_first or far):
         # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
         # gain on a large matrix-vector product with a free layout ...
         order = _preferred_order(lx, ly, kept, final, extents)
@@ -209,10 +210,10 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # margin; a gather of such an operand measured 2-3x its price, so never for one).
         # A large one past the caches goes to einsum, which streams it, only by that margin
         # too (stacked (1 x k) @ (k x n) products read such an operand at 2x einsum's time).
-        if far and not (needs_copy or small or (not left and not right)):
-            use = einsum_ns * LAYOUT_MEMORY_WORTH < matmul_ns
-        else:
+        if einsum_first:
             use = needs_copy or not (far and matmul_ns * LAYOUT_MEMORY_WORTH < einsum_ns)
+        else:
+            use = einsum_ns * LAYOUT_MEMORY_WORTH < matmul_ns
         if use:
             subscripts = _einsum_string((lx, ly), order)
             assert subscripts is not None
