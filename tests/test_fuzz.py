@@ -9,6 +9,7 @@ escaped with raw errors are kept in ``tests/_hostile.py`` and replayed here too.
 
 from __future__ import annotations
 
+import signal
 import time
 import warnings
 from typing import Any
@@ -66,16 +67,33 @@ backend = st.sampled_from([None, "numpy", "nope", 3])
 ndims = st.lists(st.one_of(st.integers(-1, 6), st.sampled_from(["3", 2.0, True, None])), max_size=4)
 
 
+class _Hang(BaseException):
+    """Raised by the alarm inside a call that overran; a BaseException so no handler eats it."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Hang
+
+
 def _only_documented(call, *args: Any, **kwargs: Any) -> None:
+    # A real hang never returns, so timing the call afterwards would never report it: an
+    # interval timer interrupts the call and the failure names the inputs.
     start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             call(*args, **kwargs)
     except (ContractionError, TypeError):
         pass
+    except _Hang:
+        pytest.fail(f"{call.__name__}(*{args!r}, **{kwargs!r}) still running after {HANG_SECONDS:.0f} s")
     except Exception as exc:  # anything else escaped the boundary checks
         pytest.fail(f"{call.__name__}(*{args!r}, **{kwargs!r}) raised {type(exc).__name__}: {exc}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     elapsed = time.perf_counter() - start
     assert elapsed < HANG_SECONDS, f"{call.__name__}(*{args!r}, **{kwargs!r}) took {elapsed:.1f} s"
 

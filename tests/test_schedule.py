@@ -615,3 +615,36 @@ def test_default_limit_keeps_peak_within_the_largest_operand_or_result():
     x, cores, z = r.standard_normal((30, 8)), r.standard_normal((8, 6, 7)), r.standard_normal((30, 6))
     close(contract("Wa,aib,Wi->Wb", x, cores, z, memory_limit=50),
           np.einsum("wa,aib,wi->wb", x, cores, z))
+
+
+def _grid_network(side: int) -> str:
+    """A side x side lattice of tensors, one lowercase letter per bond, closed to a scalar."""
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    right = {(r, c): next(letters) for r in range(side) for c in range(side - 1)}
+    down = {(r, c): next(letters) for r in range(side - 1) for c in range(side)}
+    terms = []
+    for r in range(side):
+        for c in range(side):
+            bonds = [right.get((r, c - 1)), right.get((r, c)), down.get((r - 1, c)), down.get((r, c))]
+            terms.append("".join(b for b in bonds if b))
+    return ",".join(terms) + "->"
+
+
+def test_cotengra_path_candidates_are_searched_without_forking(monkeypatch):
+    # cotengra's default search hands hard networks to forked worker processes, which can
+    # deadlock a process running threads (JAX, torch); planning must stay in this process.
+    pytest.importorskip("cotengra")
+    import os
+
+    forks = []
+
+    def no_fork():
+        forks.append(1)  # recorded, not only raised: the planner drops a failing candidate
+        raise OSError("planning tried to fork")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    subscripts = _grid_network(4)   # 16 tensors: hard enough for cotengra's hyper search
+    operands = [seeded("grid", k).standard_normal((2,) * len(t))
+                for k, t in enumerate(subscripts[:-2].split(","))]
+    close(contract(subscripts, *operands), np.einsum(subscripts, *operands))
+    assert not forks

@@ -3,6 +3,7 @@ an explicit path, a PathOptimizer, cotengra's path, every order of a few operand
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 from collections.abc import Sequence
@@ -147,14 +148,24 @@ def _cotengra_path(terms: list[Labels], output: Labels,
     if importlib.util.find_spec("cotengra") is None:
         return None
     try:
-        import cotengra
-
+        cotengra, optimizer = _cotengra()
         found = cotengra.array_contract_path(
             [tuple(t) for t in terms], output=tuple(output),
-            size_dict={lab: extents[lab] for t in terms for lab in t}, optimize="auto")
+            size_dict={lab: extents[lab] for t in terms for lab in t}, optimize=optimizer)
         return _checked_path(tuple(tuple(int(k) for k in step) for step in found), len(terms))
     except Exception:  # a candidate source, never a dependency: any failure just drops it
         return None
+
+
+@functools.cache
+def _cotengra() -> tuple[Any, Any]:
+    """cotengra and its 'auto' optimizer, searching in this process: its default hands hard searches
+    to a pool of forked worker processes, and a fork in a process that runs threads (JAX, torch,
+    BLAS) can deadlock the child; it would also leave the workers alive after the call.  Its
+    own cache is off: the schedule cache already keeps every path found."""
+    import cotengra
+
+    return cotengra, cotengra.AutoOptimizer(parallel=False, cache=False)
 
 
 def _all_pairwise_paths(n: int):
