@@ -1,10 +1,10 @@
 """Re-fit the matmul time model's constants (contractions/matmul_model.py) on this machine.
 
-    python bench/refit_model.py            # 700 stacks (3 passes) + copies + transposed products, ~35 s
+    python bench/refit_model.py            # 700 stacks (3 passes) + copies + transposed + threaded products, ~45 s
     python bench/refit_model.py --quick    # ~150 stacks, well under a minute
 
 Prints the fitted values of NS_PER_MATMUL_CALL, NS_PER_MAC, NS_PER_MATRIX_ELEMENT,
-NS_PER_COPIED_ELEMENT and NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT, the fit's median error, and
+NS_PER_COPIED_ELEMENT, NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT and THREAD_GAIN, the fit's median error, and
 the same error for the constants currently in the source; it edits nothing (paste the printed
 lines into contractions/matmul_model.py by hand if you decide to adopt them: `NUMPY_MODEL`, the
 schedule's default `CostModel`, reads those constants).
@@ -30,7 +30,11 @@ What is timed, as in the comment above the constants:
 - the same stacks with a column-major (transposed) right factor, calls > 1: the time beyond the
   plain stack's, per result element (least squares on relative error of the transposed stack's
   time, predicted as the measured plain time plus the constant times calls * m * n):
-  NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT.
+  NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT;
+- single products and stacks of 4 of 2**15..2**27 multiply-adds against the fitted single-thread
+  model: the median speedup of those OpenBLAS splits over threads, per thread past the first:
+  THREAD_GAIN, taken against the source's single-thread constants (the stacks above leave out
+  products of 2 * THREADED_PRODUCT_MACS or more).
 
 Each point is the best of several batches of repeated calls, taken in three passes over the
 grid in shuffled order (a shared machine only ever adds time, and this VM's speed shifts by up
@@ -79,8 +83,8 @@ def stack_grid(points: int, seed: int = 0) -> list[tuple[int, int, int, int]]:
         k = int(round(math.exp(rng.uniform(math.log(2), math.log(MAX_DIM)))))
         calls = int(round(math.exp(rng.uniform(0, math.log(8192)))))
         elements = m * k + k * n + m * n
-        if elements > IN_CACHE_ELEMENTS:
-            continue
+        if elements > IN_CACHE_ELEMENTS or m * k * n >= 2 * matmul_model.THREADED_PRODUCT_MACS:
+            continue  # from memory, or split over threads: priced by terms of their own
         calls = max(1, min(calls, IN_CACHE_ELEMENTS // elements, MAX_MACS // (m * k * n)))
         grid[(calls, m, k, n)] = None
     return list(grid)
@@ -126,6 +130,22 @@ def time_copies(sizes) -> tuple[np.ndarray, np.ndarray]:
     return np.array(elements, dtype=float), np.array(seconds)
 
 
+def time_threaded(log) -> tuple[list[tuple[int, int, int, int]], np.ndarray]:
+    """(calls, m, k, n) and seconds for products of 2**15..2**27 multiply-adds, 1 and 4 per
+    stack: those of at least 2 * THREADED_PRODUCT_MACS run on several OpenBLAS threads."""
+    rng = np.random.default_rng(3)
+    grid = [(calls, m, k, n) for calls in (1, 4) for side in (32, 48, 64, 96, 128, 192, 256, 384)
+            for m, k, n in ((side, side, side), (2 * side, side, side), (side, 4 * side, side // 2))]
+    seconds = []
+    for calls, m, k, n in grid:
+        a, b = rng.standard_normal((calls, m, k)), rng.standard_normal((calls, k, n))
+        out = np.empty((calls, m, n))
+        seconds.append(min(best_seconds(lambda a=a, b=b, out=out: np.matmul(a, b, out=out))
+                           for _ in range(PASSES)))
+    log(f"  {len(grid)} products timed")
+    return grid, np.array(seconds)
+
+
 def relative_lstsq(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     """Coefficients (ns) minimising the sum of squared relative errors."""
     ns = seconds * 1e9
@@ -164,6 +184,19 @@ def main(argv=None) -> int:
     copied, copy_seconds = time_copies(copy_sizes)
     (per_copied,) = relative_lstsq(copied[:, None], copy_seconds)
 
+    log("timing products large enough to be threaded ...")
+    threaded_grid, threaded_seconds = time_threaded(log)
+    # against the source's single-thread terms, which the gain multiplies in the model
+    single = np.array([numpy_call + calls * (matmul_model.NS_PER_MATMUL_CALL + matmul_model.NS_PER_MAC * m * k * n
+                                             + matmul_model.NS_PER_MATRIX_ELEMENT * (m * k + k * n + m * n))
+                       for calls, m, k, n in threaded_grid])
+    macs = np.array([m * k * n for _, m, k, n in threaded_grid])
+    split = macs >= 2 * matmul_model.THREADED_PRODUCT_MACS
+    threads = np.minimum(matmul_model.BLAS_THREADS, macs // matmul_model.THREADED_PRODUCT_MACS)
+    speedup = single / (threaded_seconds * 1e9)
+    gain = (float(np.median((speedup[split] - 1) / (threads[split] - 1)))
+            if matmul_model.BLAS_THREADS > 1 else math.nan)
+
     batched = ~np.isnan(transposed)
     result_elements = np.array([c * m * n for c, m, _, n in grid], dtype=float)[batched]
     t_plain, t_transposed = plain[batched] * 1e9, transposed[batched] * 1e9
@@ -190,6 +223,8 @@ def main(argv=None) -> int:
     print(f"NS_PER_MATRIX_ELEMENT = {element:.3g}")
     print(f"NS_PER_COPIED_ELEMENT = {per_copied:.3g}")
     print(f"NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = {per_transposed:.3g}")
+    print(f"THREAD_GAIN = {gain:.3g}  ({matmul_model.BLAS_THREADS} BLAS threads; nan: one thread, "
+          "nothing to fit)")
     print()
     print(f"matmul stacks, fitted constants:  {error_summary(fitted_ns, plain)}")
     print(
@@ -211,6 +246,11 @@ def main(argv=None) -> int:
         + error_summary(t_plain + source_transposed * result_elements, t_transposed / 1e9)
         + f"  ({source_transposed:g}; both given the measured plain time)"
     )
+    print(f"products below {2 * matmul_model.THREADED_PRODUCT_MACS:,} multiply-adds, source "
+          f"single-threaded model / measured: median {np.median(speedup[~split]):.2f}; "
+          f"at or above: median {np.median(speedup[split]):.2f} "
+          f"(source THREAD_GAIN {matmul_model.THREAD_GAIN:g} says "
+          f"{1 + matmul_model.THREAD_GAIN * (min(matmul_model.BLAS_THREADS, 2) - 1):.2f} on two threads)")
     if min(call, mac, element, per_copied, per_transposed) < 0:
         print("warning: a fitted constant is negative (noisy machine?): re-run when it is quiet")
     print("nothing was edited; contractions/matmul_model.py holds the constants in use.")

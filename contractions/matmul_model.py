@@ -46,6 +46,11 @@ __all__ = [
     "NS_PER_MAC",
     "NS_PER_MATRIX_ELEMENT",
     "NS_PER_COPIED_ELEMENT",
+    "THREADED_PRODUCT_MACS",
+    "THREAD_GAIN",
+    "BLAS_THREADS",
+    "blas_threads",
+    "thread_speedup",
     "NS_PER_INNER_LOOP",
     "NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT",
     "NS_PER_FRESH_ELEMENT",
@@ -178,9 +183,7 @@ def _presentations(labels: Labels, free: Labels, contract: Labels, is_left: bool
 #       (and ~0.9 us per np.matmul call, fitted apart and left out: every kernel call pays one)
 #       An earlier fit, from stacks up to 32 MB, read about 2x higher: it took in reads from
 #       memory and first-touch writes, which `NS_PER_FRESH_ELEMENT` and the memory terms below
-#       price apart.  Square products past ~2**25 multiply-adds run faster (0.019 at 512**3:
-#       OpenBLAS threads them).  Not modelled yet: it is where the model now over-prices most
-#       (single large GEMMs) and what a peer's one reshaped GEMM gains (bench/analysis.md).
+#       price apart.  Large products are threaded (`thread_speedup`, below).
 #   gathering an operand into a new layout ~ 1.5 per element (0.6 for the strided copy, the rest
 #       for first-touching the freshly allocated pages: ~1 us per 4 KiB page fault on that VM)
 #   a transposed right factor in a batched product: ~0.75 per result element more (OpenBLAS is
@@ -194,8 +197,18 @@ NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = 0.75
 # A result buffer above glibc's mmap threshold (128 KiB) is fresh pages every call: first-touch
 # page faults cost ~1 us per 4 KiB page here, ~0.9 ns per element beyond the write itself (the
 # 1.5 ns of a copied element minus its 0.6 ns strided copy).  Small results reuse warm memory.
+# (A single buffer freed and re-made in a loop is reused warm up to 32 MiB, glibc's largest
+# dynamic threshold, but a schedule's several large intermediates are not: pricing them warm
+# drew paths through 26 MB intermediates that ran 2x slower; decision 35.)
 NS_PER_FRESH_ELEMENT = 0.9
 FRESH_BUFFER_ELEMENTS = 16384
+# A product of at least 2 * 2**18 multiply-adds runs on two threads (OpenBLAS gives a product
+# one thread per 2**18, up to its thread count: `blas_threads`), each thread past the first
+# adding ~0.5 of a thread's speed: on the AMD EPYC VM (2 cores) single products and stacks of
+# 1-16 products of 24..768 a side ran at 0.95-1.15x the model below 2**19 multiply-adds and
+# at 0.60-0.77x (median 0.67) from 2**19 up (bench/refit_model.py, threaded products).
+THREADED_PRODUCT_MACS = 1 << 18
+THREAD_GAIN = 0.5
 
 
 # The direct strategy runs numpy's einsum as ONE nested loop over every distinct label, so its
@@ -311,11 +324,44 @@ def fresh_buffer_ns(elements: int) -> float:
     return NS_PER_FRESH_ELEMENT * elements if elements > FRESH_BUFFER_ELEMENTS else 0.0
 
 
+def blas_threads() -> int:
+    """Threads OpenBLAS runs a large product on: its own environment variables, as it reads
+    them, else the CPUs this process may use."""
+    import os
+
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        try:
+            value = int(os.environ.get(name, "").split(",")[0])
+        except ValueError:
+            continue
+        if value > 0:
+            return value
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def thread_speedup(macs: int, threads: int, macs_per_thread: int = THREADED_PRODUCT_MACS,
+                   gain: float = THREAD_GAIN) -> float:
+    """How much faster one ``macs``-sized product runs threaded: OpenBLAS gives a product one
+    thread per ``macs_per_thread`` multiply-adds, up to ``threads``; each thread past the first
+    adds ``gain``.
+
+    >>> thread_speedup(1 << 18, 2), thread_speedup(1 << 19, 2), thread_speedup(1 << 30, 1)
+    (1.0, 1.5, 1.0)
+    """
+    used = min(threads, macs // macs_per_thread)
+    return 1.0 + gain * (used - 1) if used > 1 else 1.0
+
+
+#: OpenBLAS's thread count in this process, read once at import (as OpenBLAS itself does).
+BLAS_THREADS = blas_threads()
+
+
 def matmul_ns(calls: int, m: int, k: int, n: int) -> float:
-    """Modelled nanoseconds for ``calls`` stacked ``(m x k) @ (k x n)`` products."""
-    return calls * (
-        NS_PER_MATMUL_CALL + NS_PER_MAC * m * k * n + NS_PER_MATRIX_ELEMENT * (m * k + k * n + m * n)
-    )
+    """Modelled nanoseconds for ``calls`` stacked ``(m x k) @ (k x n)`` products (`NUMPY_MODEL`)."""
+    return NUMPY_MODEL.matmul_ns(calls, m, k, n)
 
 
 @dataclass(frozen=True)
@@ -715,6 +761,9 @@ class NumpyCostModel:
     ns_per_mac: float = NS_PER_MAC
     ns_per_matrix_element: float = NS_PER_MATRIX_ELEMENT
     ns_per_copied_element: float = NS_PER_COPIED_ELEMENT
+    blas_threads: int = BLAS_THREADS
+    threaded_product_macs: int = THREADED_PRODUCT_MACS
+    thread_gain: float = THREAD_GAIN
     ns_per_batched_right_transpose_element: float = NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT
     ns_per_fresh_element: float = NS_PER_FRESH_ELEMENT
     fresh_buffer_elements: int = FRESH_BUFFER_ELEMENTS
@@ -742,8 +791,13 @@ class NumpyCostModel:
     ns_per_evicted_element: float = NS_PER_EVICTED_ELEMENT
 
     def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
-        return calls * (self.ns_per_matmul_call + self.ns_per_mac * m * k * n
-                        + self.ns_per_matrix_element * (m * k + k * n + m * n))
+        macs = m * k * n
+        product = (self.ns_per_matmul_call + self.ns_per_mac * macs
+                   + self.ns_per_matrix_element * (m * k + k * n + m * n))
+        if macs >= 2 * self.threaded_product_macs:
+            product /= thread_speedup(macs, self.blas_threads, self.threaded_product_macs,
+                                      self.thread_gain)
+        return calls * product
 
     def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
         return self.ns_per_batched_right_transpose_element * calls * m * n

@@ -1,0 +1,74 @@
+"""The numpy model's threaded products: OpenBLAS runs a product of at least 2 * 2**18
+multiply-adds on more than one thread, and the model prices it that much faster.
+
+Expected values are computed by hand from the model's constants, not read back from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from contractions.matmul_model import (
+    NS_PER_MAC,
+    NS_PER_MATMUL_CALL,
+    NS_PER_MATRIX_ELEMENT,
+    NUMPY_MODEL,
+    THREADED_PRODUCT_MACS,
+    blas_threads,
+    thread_speedup,
+)
+
+
+def _single_threaded(m: int, k: int, n: int) -> float:
+    return NS_PER_MATMUL_CALL + NS_PER_MAC * m * k * n + NS_PER_MATRIX_ELEMENT * (m * k + k * n + m * n)
+
+
+@pytest.mark.parametrize("macs,threads,expected", [
+    (THREADED_PRODUCT_MACS, 2, 1.0),            # one thread's worth: not split
+    (2 * THREADED_PRODUCT_MACS - 1, 2, 1.0),    # OpenBLAS divides, rounding down
+    (2 * THREADED_PRODUCT_MACS, 2, 1.5),
+    (100 * THREADED_PRODUCT_MACS, 2, 1.5),      # capped at the thread count
+    (100 * THREADED_PRODUCT_MACS, 1, 1.0),
+    (3 * THREADED_PRODUCT_MACS, 8, 2.0),        # three threads: two past the first
+])
+def test_thread_speedup_follows_openblas_split(macs, threads, expected):
+    assert thread_speedup(macs, threads) == expected
+
+
+def test_a_small_product_is_priced_single_threaded():
+    model = replace(NUMPY_MODEL, blas_threads=4)
+    assert model.matmul_ns(3, 64, 64, 64) == pytest.approx(3 * _single_threaded(64, 64, 64))
+
+
+def test_a_large_product_is_priced_on_the_threads_it_gets():
+    m, k, n = 128, 64, 64   # 2**19 multiply-adds: two threads' worth
+    two = replace(NUMPY_MODEL, blas_threads=2)
+    one = replace(NUMPY_MODEL, blas_threads=1)
+    assert one.matmul_ns(5, m, k, n) == pytest.approx(5 * _single_threaded(m, k, n))
+    assert two.matmul_ns(5, m, k, n) == pytest.approx(5 * _single_threaded(m, k, n) / 1.5)
+    assert replace(two, thread_gain=0.0).matmul_ns(5, m, k, n) == one.matmul_ns(5, m, k, n)
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"OPENBLAS_NUM_THREADS": "3"}, 3),
+    ({"OMP_NUM_THREADS": "5,2"}, 5),                              # OpenMP's nested list: the first
+    ({"OPENBLAS_NUM_THREADS": "x", "OMP_NUM_THREADS": "2"}, 2),   # unreadable: the next one
+    ({"OPENBLAS_NUM_THREADS": "0", "GOTO_NUM_THREADS": "6"}, 6),
+])
+def test_blas_threads_reads_openblas_environment(monkeypatch, env, expected):
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert blas_threads() == expected
+
+
+def test_blas_threads_without_environment_is_the_usable_cpus(monkeypatch):
+    import os
+
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert blas_threads() == expected >= 1
