@@ -47,6 +47,7 @@ import argparse
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -187,9 +188,8 @@ def main(argv=None) -> int:
     log("timing products large enough to be threaded ...")
     threaded_grid, threaded_seconds = time_threaded(log)
     # against the source's single-thread terms, which the gain multiplies in the model
-    single = np.array([numpy_call + calls * (matmul_model.NS_PER_MATMUL_CALL + matmul_model.NS_PER_MAC * m * k * n
-                                             + matmul_model.NS_PER_MATRIX_ELEMENT * (m * k + k * n + m * n))
-                       for calls, m, k, n in threaded_grid])
+    unthreaded = replace(matmul_model.NUMPY_MODEL, thread_gain=0.0)
+    single = np.array([numpy_call + unthreaded.matmul_ns(calls, m, k, n) for calls, m, k, n in threaded_grid])
     macs = np.array([m * k * n for _, m, k, n in threaded_grid])
     split = macs >= 2 * matmul_model.THREADED_PRODUCT_MACS
     threads = np.minimum(matmul_model.BLAS_THREADS, macs // matmul_model.THREADED_PRODUCT_MACS)

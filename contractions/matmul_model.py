@@ -23,6 +23,7 @@ another implementation of that protocol, passed as ``make_schedule(..., cost_mod
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -327,8 +328,6 @@ def fresh_buffer_ns(elements: int) -> float:
 def blas_threads() -> int:
     """Threads OpenBLAS runs a large product on: its own environment variables, as it reads
     them, else the CPUs this process may use."""
-    import os
-
     for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
         try:
             value = int(os.environ.get(name, "").split(",")[0])
@@ -648,8 +647,6 @@ def cache_bytes(level: int = 2, fallback: int = 1 << 20) -> int:
     >>> cache_bytes() > 0
     True
     """
-    import os
-
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
         for entry in sorted(os.listdir(root)):
