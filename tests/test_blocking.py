@@ -110,6 +110,28 @@ def test_steps_without_a_cut_label_run_once_before_the_blocks():
     assert all(not line.startswith("    step 1") for line in lines[once + 2:])
 
 
+def test_blocks_are_written_in_the_order_the_steps_produce_them():
+    # The last step yields 'kCb' + 'W...' order while the output is 'W...'; each block goes
+    # into a buffer in the steps' order (no transposing write) and the call returns that
+    # buffer permuted to output order, a view, as the unblocked call does.
+    r = seeded("storage")
+    x, y, z = (r.standard_normal(s) for s in [(6, 5, 4), (7, 5, 4, 3, 2), (6, 3)])
+    subscripts = "WCa,KCaib,Wi->WKCb"
+    expr = contract_expression(subscripts, x.shape, y.shape, z.shape, memory_limit=1000)
+    schedule = expr.schedule
+    blocking = schedule.blocking
+    assert blocking is not None and blocking.n_blocks > 1
+    assert sorted(blocking.storage) == sorted(schedule.output) and blocking.storage != schedule.output
+    assert schedule.finish is not None and schedule.finish.permutation is not None
+    # the full blocks write their result as it comes (only a reshape, never a permutation)
+    assert all(inner.finish is not None and inner.finish.permutation is None
+               for lengths, inner in blocking.inner if lengths == blocking.chunks)
+    got = expr(x, y, z)
+    close(got, np.einsum("wca,kcaib,wi->wkcb", x, y, z))
+    assert got.shape == (6, 7, 5, 2) and not got.flags.c_contiguous and got.base is not None
+    assert "finish: blocks written in" in explain(subscripts, x, y, z, memory_limit=1000)
+
+
 def test_block_sizes_keep_the_products_large():
     # One big operand and a small chain: the cut goes through the batch, never through the
     # small matrices, and the small product is hoisted.

@@ -261,6 +261,10 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     needed = {t for k in loop for t in tokens[k]}
     last: tuple[str, int] = ("s", len(schedule.steps) - 1) if schedule.steps else ("o", 0)
     scalar = not schedule.output_shape
+    # The result buffer holds the output's labels in `Blocking.storage` order, the order the
+    # steps produce them: each block's finish only reshapes (or permutes a short last block)
+    # into its slice, and the call returns the buffer permuted to output order, a view, as
+    # an unblocked schedule does.
     bodies = {}
     for lengths, inner in blocking.inner:
         assert inner.finish is not None
@@ -269,12 +273,14 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
             tuple((tokens[k][0], tokens[k][1], ("s", k),
                    _step_fn(inner.steps[k], ops, k < len(inner.steps) - 1)) for k in loop),
             _finish_fn(replace(inner.finish, copy=False), ops, scalar))
+    assert schedule.finish is not None
+    to_output = _finish_fn(replace(schedule.finish, copy=False), ops, False)
     ranges = [[(start, min(start + chunk, extent)) for start in range(0, extent, chunk)]
               for chunk, extent in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
     # Per cut label, the axes to slice in each operand and in the output (built per block:
     # a compiled program holds O(labels) slice data, not O(blocks)).
     operand_axes = [(k, len(schedule.shapes[k]), blocking.operand_axes[k]) for k in range(n) if sliced[k]]
-    out_shape = schedule.output_shape
+    out_shape = tuple(schedule.extents[lab] for lab in blocking.storage)
     make = ops.zeros if blocking.accumulate else ops.empty
     write = ops.add_block if blocking.accumulate else ops.set_block
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
@@ -310,7 +316,7 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
                 local[("o", k)] = prep(a) if prep is not None else a
             for tx, ty, tr, kernel in steps:
                 local[tr] = kernel(local.pop(tx), local.pop(ty))
-            write(out, index(len(out_shape), cuts, blocking.output_axes), finish(local.pop(last)))
-        return out
+            write(out, index(len(out_shape), cuts, blocking.storage_axes), finish(local.pop(last)))
+        return to_output(out)
 
     return execute

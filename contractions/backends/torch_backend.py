@@ -195,7 +195,11 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
     runs = {lengths: compile_schedule(inner, TORCH_OPS) for lengths, inner in blocking.inner}
     ranges = [[(start, min(start + chunk, n)) for start in range(0, n, chunk)]
               for chunk, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
-    out_axes = [axes[0] if axes else None for axes in blocking.output_axes]
+    # Blocks come out in the buffer's label order (`Blocking.storage`): they are joined along
+    # its axes and the whole permuted to output order at the end, as the in-place run does.
+    out_axes = [axes[0] if axes else None for axes in blocking.storage_axes]
+    finish = schedule.finish
+    assert finish is not None
 
     def slices(k: int, ndim: int, combo: tuple[tuple[int, int], ...]) -> tuple[slice, ...]:
         where = [slice(None)] * ndim
@@ -219,7 +223,10 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
                 return torch.cat(parts, dim=axis)
             return functools.reduce(torch.add, parts)
 
-        return assemble(())
+        result = assemble(())
+        if finish.permutation is not None:
+            result = result.permute(finish.permutation)
+        return result.reshape(finish.shape) if finish.reshape else result
 
     def execute(*arrays: torch.Tensor) -> torch.Tensor:
         if any(_is_transformed(a) for a in arrays):

@@ -26,7 +26,7 @@ from ..matmul_model import (
 )
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
-from .lowering import broadcast_step_ns, lower_candidates
+from .lowering import _permutation, broadcast_step_ns, lower_candidates
 from .memory import (
     BLOCK_HEADROOM,
     _limit_for,
@@ -158,18 +158,40 @@ def _structure(base: Schedule, cut: set[int]) -> tuple[tuple[bool, ...], tuple[i
     return sliced, tuple(k for k, dep in enumerate(depends) if not dep)
 
 
-def _write_ns(result: Labels, output: Labels, extents: dict[int, int], block: dict[int, int],
+def _storage_order(base: Schedule) -> Labels:
+    """The label order of a blocked run's result buffer: the order the last step (or, with
+    no step, the prepared operand) produces the output's labels in, so that a block is
+    written into its slice without a transpose.  Writing each block transposed into an
+    output-ordered buffer cost `WCa,KCaib,Wi->WKCb` 14 ms of its 28 (the unblocked call
+    returns the same permutation as a view)."""
+    if base.steps:
+        return base.steps[-1].result
+    return base.preparations[0].labels
+
+
+def _into_storage(block: Schedule, storage: Labels) -> Finish:
+    """A block's finish: its result permuted into ``storage`` order and reshaped to the block
+    of the buffer (a label cut to chunks of 1 is not in the block's result: a size-1 axis)."""
+    produced = _storage_order(block)
+    present = tuple(lab for lab in storage if lab in produced)
+    return Finish(permutation=_permutation(produced, present),
+                  shape=tuple(block.extents[lab] for lab in storage),
+                  reshape=len(present) != len(storage), copy=False)
+
+
+def _write_ns(result: Labels, storage: Labels, extents: dict[int, int], block: dict[int, int],
               accumulate: bool, model: CostModel) -> float:
     """Writing one block's result (``result`` order, C-contiguous at ``block`` extents) into
-    its slice of the output: a strided copy, or, when a contracted label is cut, a
-    read-add-write of the slice (measured: the adds of a 64-block accumulating run took a
-    fifth of its time, which the per-step costs never saw).  Either side read or written in
-    short runs far apart (a result in another order, a slice of short rows) pays for it."""
-    elements = size_of(output, block)
+    its slice of the result buffer (``storage`` order): a strided copy, or, when a
+    contracted label is cut, a read-add-write of the slice (measured: the adds of a
+    64-block accumulating run took a fifth of its time, which the per-step costs never
+    saw).  Either side read or written in short runs far apart (a block in another order, a
+    slice of short rows) pays for it."""
+    elements = size_of(storage, block)
     far = 0.0
     if elements > model.memory_elements():
-        far = max(model.strided_read_ns(elements, access_pattern(result, output, block)),
-                  model.strided_read_ns(elements, access_pattern(output, output, extents, block)))
+        far = max(model.strided_read_ns(elements, access_pattern(result, storage, block)),
+                  model.strided_read_ns(elements, access_pattern(storage, storage, extents, block)))
     return (model.copy_ns(elements) + far) * (3 if accumulate else 1)
 
 
@@ -207,7 +229,7 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
     if base.strategy != "pairwise" or not labels:
         return None, base.peak_extra
     n_steps = len(base.steps)
-    last_result = base.steps[-1].result if base.steps else output
+    storage = _storage_order(base)
 
     def measure(chunks: dict[int, int]) -> tuple[int, float, int]:
         cut = {lab for lab in labels if chunks[lab] < extents[lab]}
@@ -218,7 +240,7 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         loop = [k for k in range(n_steps) if k not in set(hoisted)]
         per_block = model.block_ns(len(loop)) + _slice_copies_ns(base, loop, sliced, ext, model)
         per_block += sum(_step_cost(base.steps[k], ext, model) for k in loop)
-        per_block += _write_ns(last_result, output, extents, ext, bool(cut - set(output)), model)
+        per_block += _write_ns(storage, storage, extents, ext, bool(cut - set(output)), model)
         cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
         return peak, cost, n_blocks
 
@@ -349,6 +371,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
     variants: list[tuple[tuple[int, ...], Schedule]] = []
     total = sum(base.steps[k].cost_ns for k in hoisted)
     peak = 0
+    storage = _storage_order(base)
     for lengths in itertools.product(*[
             sorted({c, extents[lab] % c} - {0}, reverse=True) for lab, c in zip(sliced_labels, sizes)]):
         length_of = dict(zip(sliced_labels, lengths))
@@ -356,23 +379,28 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
                              for t, s in zip(inputs, shapes))
         block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
                                 layouts=base.layouts, cost_model=model)
+        block = replace(block, finish=_into_storage(block, storage))
         variants.append((lengths, block))
         how_many = math.prod(
             (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
-        last = block.steps[-1].result if block.steps else output
         total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop)
                              + _slice_copies_ns(base, loop, sliced, block.extents, model)
-                             + _write_ns(last, output, extents, block.extents, accumulate, model))
+                             + _write_ns(_storage_order(block), storage, extents, block.extents,
+                                         accumulate, model))
         peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
     first = variants[0][1]
+    final_order = tuple(lab for lab in output if extents[lab] != 1)
+    to_output = Finish(permutation=_permutation(storage, final_order), shape=base.output_shape,
+                       reshape=len(final_order) != len(base.output_shape), copy=False)
     blocking = Blocking(
         labels=sliced_labels, chunks=sizes, counts=counts,
         accumulate=accumulate,
         operand_axes=tuple(tuple(tuple(a for a, (l2, n) in enumerate(zip(t, s)) if l2 == lab and n != 1)
                                  for lab in sliced_labels) for t, s in zip(inputs, shapes)),
-        output_axes=tuple(tuple(a for a, l2 in enumerate(output) if l2 == lab) for lab in sliced_labels),
+        storage=storage,
+        storage_axes=tuple(tuple(a for a, l2 in enumerate(storage) if l2 == lab) for lab in sliced_labels),
         inner=tuple(variants), hoisted=hoisted, sliced=sliced)
-    return replace(base, preparations=first.preparations, steps=first.steps, finish=first.finish,
+    return replace(base, preparations=first.preparations, steps=first.steps, finish=to_output,
                    peak_extra=peak, cost_ns=total, blocking=blocking)
 
 

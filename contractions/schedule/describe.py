@@ -123,7 +123,10 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
     lines += prep_lines
     lines += [text for once, text in step_lines if not once]
     fin = schedule.finish
-    if fin is not None and fin.permutation is not None:
+    if blocking is not None and fin is not None and fin.permutation is not None:
+        lines.append(f"finish: blocks written in {labels(blocking.storage)} order; returned "
+                     f"transposed {fin.permutation} to output order (a view)")
+    elif fin is not None and fin.permutation is not None:
         lines.append(f"finish: transpose {fin.permutation} to output order")
     return lines
 

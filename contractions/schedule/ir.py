@@ -124,9 +124,13 @@ class Blocking:
     block (a hoisted prologue).  Every other step is inside the loop: a block slices the
     sliced operands along ``operand_axes[k]`` (per cut label, the axes of operand ``k``
     carrying it), runs those steps of the schedule in ``inner`` for its chunk sizes, and
-    writes its result into the output at ``output_axes`` (or, for a label summed over,
-    adds it: ``accumulate``).  ``purpose`` says why: ``'memory'`` (the limit) or
-    ``'cache'`` (a bandwidth-bound chain, its intermediates kept cache-sized).
+    writes its result into the result buffer at ``storage_axes`` (or, for a label summed
+    over, adds it: ``accumulate``).  The buffer holds the output's labels (those of extent
+    above 1) in ``storage`` order, the order the last step produces them, so a block is
+    written without a transpose and the call returns the buffer permuted to output order (a
+    view: the schedule's ``finish``); each schedule in ``inner`` finishes its block in
+    ``storage`` order.  ``purpose`` says why: ``'memory'`` (the limit) or ``'cache'`` (a
+    bandwidth-bound chain, its intermediates kept cache-sized).
     """
 
     labels: Labels
@@ -134,7 +138,8 @@ class Blocking:
     counts: tuple[int, ...]
     accumulate: bool
     operand_axes: tuple[tuple[tuple[int, ...], ...], ...]
-    output_axes: tuple[tuple[int, ...], ...]
+    storage: Labels
+    storage_axes: tuple[tuple[int, ...], ...]
     inner: tuple[tuple[tuple[int, ...], Schedule], ...]
     hoisted: tuple[int, ...] = ()
     sliced: tuple[bool, ...] = ()
