@@ -17,7 +17,8 @@ The variants: ``--without vector-einsum`` sends no small vector-like step to ein
 (as before decision 32), ``--without before-outer`` runs outer products with np.multiply (before
 decision 33), ``--without before-einsum-stream`` charges einsum's loop the streaming price of a
 matmul factor (before decision 34), ``--without before-threads`` prices large products
-single-threaded (before decision 35).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+single-threaded (before decision 35), ``--without before-gather-passes`` breaks ties between
+layouts without `gather_passes` (before decision 37).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -66,6 +67,8 @@ VARIANTS = {
                                     ns_per_einsum_streamed_element=NUMPY_MODEL.ns_per_streamed_element),
     # before decision 35: large products priced single-threaded
     "before-threads": replace(NUMPY_MODEL, thread_gain=0.0),
+    # before decision 37: layouts of equal price not told apart by how their gathers sweep
+    "before-gather-passes": replace(NUMPY_MODEL, gather_window=0),
 }
 
 

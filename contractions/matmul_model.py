@@ -79,6 +79,8 @@ __all__ = [
     "STREAMS_PREFETCHED",
     "LAYOUT_MEMORY_WORTH",
     "factor_order",
+    "gather_passes",
+    "GATHER_WINDOW_ELEMENTS",
     "factor_read_ns",
     "factor_memory_ns",
     "einsum_read_ns",
@@ -452,6 +454,32 @@ def factor_order(batch: Labels, contract: Labels, factor: MatmulFactor, is_left:
     return batch + factor.spread + outer + inner
 
 
+def gather_passes(stored: Labels, order: Labels, extents: dict[int, int], window: int) -> int:
+    """How many times gathering an array stored C-contiguous with axes ``stored`` into
+    ``order`` sweeps across more than ``window`` elements of it: each label of ``order``
+    that steps less far than a label inside it, over a span of the source larger than the
+    window, multiplies the sweeps by its extent (a permutation local to a small tile sweeps
+    once).  A flat copy price cannot see this; measured, moving a contracted axis to the
+    front of a 2.6 MB operand (24 sweeps) took 0.55 ms and to the end (a local transpose of
+    24 x 6 tiles) 0.23 ms.
+
+    >>> ext = {0: 36, 1: 24, 2: 6}
+    >>> gather_passes((0, 1, 2), (1, 0, 2), ext, 4096), gather_passes((0, 1, 2), (0, 2, 1), ext, 4096)
+    (24, 1)
+    """
+    if window <= 0:
+        return 1
+    stride = _c_strides(stored, extents)
+    path = [label for label in order if label in stride and extents[label] != 1]
+    passes = 1
+    for k, label in enumerate(path):
+        inner = path[k + 1:]
+        if any(stride[other] > stride[label] for other in inner):
+            if 1 + sum((extents[other] - 1) * stride[other] for other in inner) > window:
+                passes *= extents[label]
+    return passes
+
+
 def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
                    is_left: bool, extents: dict[int, int], model: CostModel,
                    size: int | None = None) -> float:
@@ -581,7 +609,8 @@ def best_matmul_layout(
     transposed-right penalty, and for operands past `MEMORY_ELEMENTS` their reads from memory).
     The layout the in-cache terms alone would pick is kept unless the full price of another is
     `LAYOUT_MEMORY_WORTH` times lower; either way the returned ``cost`` is the full price.  Ties
-    prefer a result already in output order, then more rows
+    prefer gathers that sweep their source once (`gather_passes`), then a result already in
+    output order, then more rows
     than columns (OpenBLAS is faster that way round for thin inner dimensions: (576x24)@(24x832)
     330 us vs 246 us for the transposed product).
     """
@@ -589,6 +618,7 @@ def best_matmul_layout(
     best: MatmulLayout | None = None
     cached: tuple[float, MatmulLayout] | None = None
     nb = size_of(tuple(batch), extents)
+    window = model.gather_window_elements()
     for swap in (False, True):
         lp, lq = (ly, lx) if swap else (lx, ly)
         size_p, size_q = size_of(lp, extents), size_of(lq, extents)
@@ -606,19 +636,34 @@ def best_matmul_layout(
             for c in orders_c:
                 # (each factor's gather, the gather plus its reads from memory, and the sizes of
                 # its spread and free labels: priced once here, not once per pair below)
+                # (and the elements its gather or its read as a view sweeps again past the
+                # first: `gather_passes`)
                 reads_p = [(p, p.copy * copy_p, p.copy * copy_p + factor_memory_ns(
                     lp, b, c, p, True, extents, model, size_p),
-                    size_of(p.spread, extents), size_of(p.free, extents)) for p in shown[c][0]]
+                    size_of(p.spread, extents), size_of(p.free, extents),
+                    size_p * (gather_passes(lp, factor_order(b, c, p, True), extents, window) - 1))
+                    for p in shown[c][0]]
                 reads_q = [(q, q.copy * copy_q, q.copy * copy_q + factor_memory_ns(
                     lq, b, c, q, False, extents, model, size_q),
-                    size_of(q.spread, extents), size_of(q.free, extents)) for q in shown[c][1]]
-                for p, p_copy, p_ns, spread_p, rows in reads_p:
-                    for q, q_copy, q_ns, spread_q, cols in reads_q:
+                    size_of(q.spread, extents), size_of(q.free, extents),
+                    size_q * (gather_passes(lq, factor_order(b, c, q, False), extents, window) - 1))
+                    for q in shown[c][1]]
+                for p, p_copy, p_ns, spread_p, rows, swept_p in reads_p:
+                    for q, q_copy, q_ns, spread_q, cols, swept_q in reads_q:
                         calls = nb * spread_p * spread_q
                         products = model.matmul_ns(calls, rows, nk, cols)
                         if q.transposed and calls > 1:
                             products += model.batched_right_transpose_ns(calls, rows, cols)
                         tie = 1.0
+                        if final_order is not None and (swept_p or swept_q):
+                            # tie-break first on the last step: factors whose gather or read
+                            # sweeps their source again (hard transposes, batch axes read out of
+                            # order) lose to ones that stay within tiles; only ties move, the
+                            # step's price is unchanged.  Not on intermediates:
+                            # their order changes the next steps' layouts, which the tie does not
+                            # see (dev/decisions.md, decision 37)
+                            swept = swept_p + swept_q
+                            tie += 1e-5 * swept / (swept + size_p + size_q)
                         if final_order is not None and b + p.spread + q.spread + p.free + q.free != final_order:
                             tie += 1e-6  # tie-break: a strided result view is fine
                         if rows < cols:
@@ -680,6 +725,11 @@ CACHE_BLOCK_ELEMENTS = CACHE_BLOCKS_PER_L2 * cache_bytes(2) // 8
 #: matrix-vector product ran at 0.3-0.4 ns an element up to 8 MB operands and 1.06 at 32 MB.
 MEMORY_ELEMENTS = cache_bytes(3, fallback=32 << 20) // 4 // 8
 
+#: A gather whose permutation stays within spans of this many elements (float64: this
+#: machine's L1 data cache, 32 KiB where the OS says nothing) sweeps its source once
+#: (`gather_passes`).
+GATHER_WINDOW_ELEMENTS = cache_bytes(1, fallback=32 << 10) // 8
+
 
 class CostModel(Protocol):
     """What the schedule asks a backend's time model (nanoseconds; elements, not bytes).
@@ -731,6 +781,10 @@ class CostModel(Protocol):
 
     def memory_elements(self) -> int:
         """Arrays larger than this are read from memory (`streamed_ns`, `strided_read_ns`)."""
+
+    def gather_window_elements(self) -> int:
+        """A gather that sweeps its source again over spans larger than this is a hard
+        transpose (`gather_passes`; breaks ties between layouts; 0: no preference)."""
 
     def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
         """Extra time of streaming ``elements`` from memory into a product run by ``kernel``
@@ -786,6 +840,7 @@ class NumpyCostModel:
     ns_per_far_line: float = NS_PER_FAR_LINE
     ns_per_paged_element: float = NS_PER_PAGED_ELEMENT
     ns_per_evicted_element: float = NS_PER_EVICTED_ELEMENT
+    gather_window: int = GATHER_WINDOW_ELEMENTS
 
     def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
         macs = m * k * n
@@ -835,6 +890,9 @@ class NumpyCostModel:
 
     def memory_elements(self) -> int:
         return self.memory_threshold
+
+    def gather_window_elements(self) -> int:
+        return self.gather_window
 
     def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
         if kernel == "einsum":

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contractions import contract
 from contractions.matmul_model import (
     FAR_JUMP_ELEMENTS,
     NEAR_JUMP_ELEMENTS,
@@ -26,6 +27,7 @@ from contractions.matmul_model import (
     best_matmul_layout,
     einsum_step_ns,
     einsum_walk,
+    gather_passes,
     size_of,
 )
 from contractions.plan import make_plan
@@ -315,3 +317,38 @@ def test_a_large_vector_like_step_past_the_cache_runs_as_einsum_by_a_clear_margi
     old = replace(past, ns_per_einsum_streamed_element=past.ns_per_streamed_element)
     (old_step,) = make_schedule(plan, memory_limit=None, cost_model=old).steps
     assert old_step.kernel == "matmul"
+
+
+# ------------------------------------------------------------------ gathers that sweep again
+def test_gather_passes_counts_the_sweeps_of_a_hard_transpose():
+    ext = {0: 36, 1: 24, 2: 6}            # stored (0, 1, 2): strides 144, 6, 1
+    # label 1 to the front: every one of its 24 values sweeps the whole array (5,184 elements)
+    assert gather_passes((0, 1, 2), (1, 0, 2), ext, window=4096) == 24
+    # the last two swapped: each sweep stays inside one 24 x 6 tile (139 elements apart at most)
+    assert gather_passes((0, 1, 2), (0, 2, 1), ext, window=4096) == 1
+    # ... unless the window is smaller than a tile
+    assert gather_passes((0, 1, 2), (0, 2, 1), ext, window=64) == 6
+    # in memory order, or with the window off, nothing sweeps again
+    assert gather_passes((0, 1, 2), (0, 1, 2), ext, window=4096) == 1
+    assert gather_passes((0, 1, 2), (1, 0, 2), ext, window=0) == 1
+    # two outer labels out of order multiply
+    assert gather_passes((0, 1, 2), (2, 1, 0), ext, window=16) == 6 * 24
+
+
+def test_equal_priced_layouts_prefer_the_gather_that_stays_in_tiles():
+    # 'wi,kib->wkb' (the last step): gathering the big operand with i moved to the front, or
+    # with i moved past b (a local transpose), prices the same; the local one wins the tie
+    # and the result comes out as 'kbw' (returned as a transposed view).
+    extents = {0: 36, 1: 24, 2: 512, 3: 6}
+    model = replace(MODEL, gather_window=4096)
+    layout = best_matmul_layout((0, 1), (2, 1, 3), set(), {1}, extents, (0, 2, 3), model)
+    assert layout.swap and layout.left.copy and layout.left.free == (2, 3)
+    assert not layout.right.copy and layout.right.transposed
+    plain = best_matmul_layout((0, 1), (2, 1, 3), set(), {1}, extents, (0, 2, 3),
+                               replace(model, gather_window=0))
+    assert not plain.swap and plain.right.copy            # the output-order tie-break alone
+    assert layout.cost == pytest.approx(plain.cost, rel=1e-4)   # the price does not move
+    # and the call computes the same thing
+    rng = np.random.default_rng(37)
+    w, y = rng.standard_normal((36, 24)), rng.standard_normal((512, 24, 6))
+    np.testing.assert_allclose(contract("wi,kib->wkb", w, y), np.einsum("wi,kib->wkb", w, y))
