@@ -18,7 +18,8 @@ The variants: ``--without vector-einsum`` sends no small vector-like step to ein
 decision 33), ``--without before-einsum-stream`` charges einsum's loop the streaming price of a
 matmul factor (before decision 34), ``--without before-threads`` prices large products
 single-threaded (before decision 35), ``--without before-gather-passes`` breaks ties between
-layouts without `gather_passes` (before decision 37).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+layouts without `gather_passes` (before decision 37), ``--without before-hard-gather`` prices
+every gather flat (before decision 38).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -69,6 +70,10 @@ VARIANTS = {
     "before-threads": replace(NUMPY_MODEL, thread_gain=0.0),
     # before decision 37: layouts of equal price not told apart by how their gathers sweep
     "before-gather-passes": replace(NUMPY_MODEL, gather_window=0),
+    # before decision 38: a gather's price flat, whatever its sweeps
+    "before-hard-gather": replace(NUMPY_MODEL, hard_gather_gain=0.0),
+    # decision 38's stronger variant (measured, not kept)
+    "hard-gather-25": replace(NUMPY_MODEL, hard_gather_gain=0.25),
 }
 
 

@@ -81,6 +81,7 @@ __all__ = [
     "factor_order",
     "gather_passes",
     "GATHER_WINDOW_ELEMENTS",
+    "HARD_GATHER_GAIN",
     "factor_read_ns",
     "factor_memory_ns",
     "einsum_read_ns",
@@ -487,8 +488,20 @@ def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: Matm
     as ``factor``, beyond the products themselves: its gather when copied, and reading it from
     memory."""
     size = size_of(labels, extents) if size is None else size
-    ns = model.copy_ns(size) if factor.copy else 0.0
-    return ns + factor_memory_ns(labels, batch, contract, factor, is_left, extents, model, size)
+    return _presented(labels, batch, contract, factor, is_left, extents, model, size,
+                      model.gather_window_elements())[2]
+
+
+def _presented(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
+               is_left: bool, extents: dict[int, int], model: CostModel, size: int,
+               window: int) -> tuple[MatmulFactor, float, float, int, int, int]:
+    """(``factor``, its gather's price, that plus its reads from memory, the sizes of its
+    spread and free labels, the elements its gather or read sweeps again past the first)."""
+    passes = gather_passes(labels, factor_order(batch, contract, factor, is_left), extents, window)
+    gather = model.gather_ns(size, passes) if factor.copy else 0.0
+    return (factor, gather,
+            gather + factor_memory_ns(labels, batch, contract, factor, is_left, extents, model, size),
+            size_of(factor.spread, extents), size_of(factor.free, extents), size * (passes - 1))
 
 
 def factor_memory_ns(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
@@ -622,7 +635,6 @@ def best_matmul_layout(
     for swap in (False, True):
         lp, lq = (ly, lx) if swap else (lx, ly)
         size_p, size_q = size_of(lp, extents), size_of(lq, extents)
-        copy_p, copy_q = model.copy_ns(size_p), model.copy_ns(size_q)
         free_p = tuple(label for label in lp if label not in batch and label not in contract)
         free_q = tuple(label for label in lq if label not in batch and label not in contract)
         nk = size_of(tuple(contract), extents)
@@ -634,20 +646,13 @@ def best_matmul_layout(
                  for c in orders_c}
         for b in orders_b:
             for c in orders_c:
-                # (each factor's gather, the gather plus its reads from memory, and the sizes of
-                # its spread and free labels: priced once here, not once per pair below)
-                # (and the elements its gather or its read as a view sweeps again past the
-                # first: `gather_passes`)
-                reads_p = [(p, p.copy * copy_p, p.copy * copy_p + factor_memory_ns(
-                    lp, b, c, p, True, extents, model, size_p),
-                    size_of(p.spread, extents), size_of(p.free, extents),
-                    size_p * (gather_passes(lp, factor_order(b, c, p, True), extents, window) - 1))
-                    for p in shown[c][0]]
-                reads_q = [(q, q.copy * copy_q, q.copy * copy_q + factor_memory_ns(
-                    lq, b, c, q, False, extents, model, size_q),
-                    size_of(q.spread, extents), size_of(q.free, extents),
-                    size_q * (gather_passes(lq, factor_order(b, c, q, False), extents, window) - 1))
-                    for q in shown[c][1]]
+                # (each factor's gather, the gather plus its reads from memory, the sizes of its
+                # spread and free labels, and the elements its gather or its read as a view
+                # sweeps again past the first: priced once here, not once per pair below)
+                reads_p = [_presented(lp, b, c, p, True, extents, model, size_p, window)
+                           for p in shown[c][0]]
+                reads_q = [_presented(lq, b, c, q, False, extents, model, size_q, window)
+                           for q in shown[c][1]]
                 for p, p_copy, p_ns, spread_p, rows, swept_p in reads_p:
                     for q, q_copy, q_ns, spread_q, cols, swept_q in reads_q:
                         calls = nb * spread_p * spread_q
@@ -726,9 +731,15 @@ CACHE_BLOCK_ELEMENTS = CACHE_BLOCKS_PER_L2 * cache_bytes(2) // 8
 MEMORY_ELEMENTS = cache_bytes(3, fallback=32 << 20) // 4 // 8
 
 #: A gather whose permutation stays within spans of this many elements (float64: this
-#: machine's L1 data cache, 32 KiB where the OS says nothing) sweeps its source once
-#: (`gather_passes`).
-GATHER_WINDOW_ELEMENTS = cache_bytes(1, fallback=32 << 10) // 8
+#: machine's L2 cache, 1 MiB where the OS says nothing) sweeps its source once
+#: (`gather_passes`): what it reads again is still in cache.
+GATHER_WINDOW_ELEMENTS = cache_bytes(2) // 8
+
+#: A gather that sweeps its source ``passes`` times costs ``1 + HARD_GATHER_GAIN *
+#: log2(passes)`` times a flat copy (measured on the AMD EPYC VM: moving two axes of a 13 MB
+#: intermediate past six others, 36 passes, 2.5 ns an element against the flat 1.5; fitted on
+#: that one point and kept by A/B, dev/decisions.md, decision 38).
+HARD_GATHER_GAIN = 0.15
 
 
 class CostModel(Protocol):
@@ -786,6 +797,10 @@ class CostModel(Protocol):
         """A gather that sweeps its source again over spans larger than this is a hard
         transpose (`gather_passes`; breaks ties between layouts; 0: no preference)."""
 
+    def gather_ns(self, elements: int, passes: int) -> float:
+        """Gathering ``elements`` into a new layout whose read sweeps the source ``passes``
+        times (`gather_passes`)."""
+
     def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
         """Extra time of streaming ``elements`` from memory into a product run by ``kernel``
         (``'matmul'``: a BLAS factor; ``'einsum'``: read by einsum's loop)."""
@@ -841,6 +856,7 @@ class NumpyCostModel:
     ns_per_paged_element: float = NS_PER_PAGED_ELEMENT
     ns_per_evicted_element: float = NS_PER_EVICTED_ELEMENT
     gather_window: int = GATHER_WINDOW_ELEMENTS
+    hard_gather_gain: float = HARD_GATHER_GAIN
 
     def matmul_ns(self, calls: int, m: int, k: int, n: int) -> float:
         macs = m * k * n
@@ -893,6 +909,12 @@ class NumpyCostModel:
 
     def gather_window_elements(self) -> int:
         return self.gather_window
+
+    def gather_ns(self, elements: int, passes: int) -> float:
+        cost = self.ns_per_copied_element * elements
+        if passes > 1 and self.hard_gather_gain:
+            cost *= 1.0 + self.hard_gather_gain * math.log2(passes)
+        return cost
 
     def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
         if kernel == "einsum":

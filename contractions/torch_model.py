@@ -218,6 +218,9 @@ class TorchCostModel:
     def gather_window_elements(self) -> int:
         return self.steps_model.gather_window_elements()
 
+    def gather_ns(self, elements: int, passes: int) -> float:
+        return self.steps_model.gather_ns(elements, passes)
+
     def streamed_ns(self, elements: int, kernel: str = "matmul") -> float:
         # torch.einsum runs a pair as a bmm, not numpy's streaming loop: one price for both
         return self.steps_model.streamed_ns(elements)

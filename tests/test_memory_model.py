@@ -23,10 +23,13 @@ from contractions.matmul_model import (
     STREAMS_PREFETCHED,
     TLB_PAGES,
     Access,
+    MatmulFactor,
     access_pattern,
     best_matmul_layout,
     einsum_step_ns,
     einsum_walk,
+    factor_order,
+    factor_read_ns,
     gather_passes,
     size_of,
 )
@@ -340,7 +343,7 @@ def test_equal_priced_layouts_prefer_the_gather_that_stays_in_tiles():
     # with i moved past b (a local transpose), prices the same; the local one wins the tie
     # and the result comes out as 'kbw' (returned as a transposed view).
     extents = {0: 36, 1: 24, 2: 512, 3: 6}
-    model = replace(MODEL, gather_window=4096)
+    model = replace(MODEL, gather_window=4096, hard_gather_gain=0.0)
     layout = best_matmul_layout((0, 1), (2, 1, 3), set(), {1}, extents, (0, 2, 3), model)
     assert layout.swap and layout.left.copy and layout.left.free == (2, 3)
     assert not layout.right.copy and layout.right.transposed
@@ -352,3 +355,22 @@ def test_equal_priced_layouts_prefer_the_gather_that_stays_in_tiles():
     rng = np.random.default_rng(37)
     w, y = rng.standard_normal((36, 24)), rng.standard_normal((512, 24, 6))
     np.testing.assert_allclose(contract("wi,kib->wkb", w, y), np.einsum("wi,kib->wkb", w, y))
+
+
+def test_a_gather_that_sweeps_again_costs_more_by_the_log_of_its_passes():
+    model = replace(MODEL, hard_gather_gain=0.25)
+    flat = model.copy_ns(10_000)
+    assert model.gather_ns(10_000, 1) == flat
+    assert model.gather_ns(10_000, 64) == pytest.approx(flat * (1 + 0.25 * 6))
+    assert replace(model, hard_gather_gain=0.0).gather_ns(10_000, 64) == flat
+    # the step prices (lowering and blocking alike) read the same: gathering a (36, 24, 512)
+    # operand into order (0, 2, 1) walks label 2 (stride 1) outside label 1 (stride 512),
+    # whose span, 11,777 elements, is past the window: 512 passes, log2 = 9
+    extents = {0: 36, 1: 24, 2: 512}
+    factor = MatmulFactor(free=(0, 2), spread=(), copy=True, transposed=False)
+    assert factor_order((), (1,), factor, True) == (0, 2, 1)
+    windowed = replace(model, gather_window=4096)
+    size = 36 * 24 * 512
+    assert size <= windowed.memory_elements()      # no memory term: the gather alone
+    assert factor_read_ns((0, 1, 2), (), (1,), factor, True, extents, windowed) == pytest.approx(
+        windowed.copy_ns(size) * (1 + 0.25 * 9))
