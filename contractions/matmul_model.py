@@ -471,13 +471,14 @@ def gather_passes(stored: Labels, order: Labels, extents: dict[int, int], window
     if window <= 0:
         return 1
     stride = _c_strides(stored, extents)
-    path = [label for label in order if label in stride and extents[label] != 1]
-    passes = 1
-    for k, label in enumerate(path):
-        inner = path[k + 1:]
-        if any(stride[other] > stride[label] for other in inner):
-            if 1 + sum((extents[other] - 1) * stride[other] for other in inner) > window:
-                passes *= extents[label]
+    passes, span, widest = 1, 1, 0   # of the labels inside the current one
+    for label in reversed(order):
+        if label not in stride or extents[label] == 1:
+            continue
+        if widest > stride[label] and span > window:
+            passes *= extents[label]
+        span += (extents[label] - 1) * stride[label]
+        widest = max(widest, stride[label])
     return passes
 
 
@@ -494,10 +495,13 @@ def factor_read_ns(labels: Labels, batch: Labels, contract: Labels, factor: Matm
 
 def _presented(labels: Labels, batch: Labels, contract: Labels, factor: MatmulFactor,
                is_left: bool, extents: dict[int, int], model: CostModel, size: int,
-               window: int) -> tuple[MatmulFactor, float, float, int, int, int]:
+               window: int, last: bool = False) -> tuple[MatmulFactor, float, float, int, int, int]:
     """(``factor``, its gather's price, that plus its reads from memory, the sizes of its
-    spread and free labels, the elements its gather or read sweeps again past the first)."""
-    passes = gather_passes(labels, factor_order(batch, contract, factor, is_left), extents, window)
+    spread and free labels, the elements its gather or read sweeps again past the first;
+    a view's sweeps are counted on the ``last`` step only, where they break ties)."""
+    passes = 1
+    if factor.copy or last:
+        passes = gather_passes(labels, factor_order(batch, contract, factor, is_left), extents, window)
     gather = model.gather_ns(size, passes) if factor.copy else 0.0
     return (factor, gather,
             gather + factor_memory_ns(labels, batch, contract, factor, is_left, extents, model, size),
@@ -632,6 +636,7 @@ def best_matmul_layout(
     cached: tuple[float, MatmulLayout] | None = None
     nb = size_of(tuple(batch), extents)
     window = model.gather_window_elements()
+    last = final_order is not None
     for swap in (False, True):
         lp, lq = (ly, lx) if swap else (lx, ly)
         size_p, size_q = size_of(lp, extents), size_of(lq, extents)
@@ -649,9 +654,9 @@ def best_matmul_layout(
                 # (each factor's gather, the gather plus its reads from memory, the sizes of its
                 # spread and free labels, and the elements its gather or its read as a view
                 # sweeps again past the first: priced once here, not once per pair below)
-                reads_p = [_presented(lp, b, c, p, True, extents, model, size_p, window)
+                reads_p = [_presented(lp, b, c, p, True, extents, model, size_p, window, last)
                            for p in shown[c][0]]
-                reads_q = [_presented(lq, b, c, q, False, extents, model, size_q, window)
+                reads_q = [_presented(lq, b, c, q, False, extents, model, size_q, window, last)
                            for q in shown[c][1]]
                 for p, p_copy, p_ns, spread_p, rows, swept_p in reads_p:
                     for q, q_copy, q_ns, spread_q, cols, swept_q in reads_q:
@@ -663,10 +668,9 @@ def best_matmul_layout(
                         if final_order is not None and (swept_p or swept_q):
                             # tie-break first on the last step: factors whose gather or read
                             # sweeps their source again (hard transposes, batch axes read out of
-                            # order) lose to ones that stay within tiles; only ties move, the
-                            # step's price is unchanged.  Not on intermediates:
-                            # their order changes the next steps' layouts, which the tie does not
-                            # see (dev/decisions.md, decision 37)
+                            # order) lose to ones that stay within tiles; only ties move.  Not
+                            # on intermediates: their order changes the next steps' layouts,
+                            # which a tie on one step does not see (dev/decisions.md, 37)
                             swept = swept_p + swept_q
                             tie += 1e-5 * swept / (swept + size_p + size_q)
                         if final_order is not None and b + p.spread + q.spread + p.free + q.free != final_order:
