@@ -34,7 +34,7 @@ from contractions.matmul_model import (
     size_of,
 )
 from contractions.plan import make_plan
-from contractions.schedule import make_schedule
+from contractions.schedule import make_schedule, schedule_labels
 from contractions.schedule.blocking import _step_cost
 
 # The numpy model as it stands on a machine with a 32 MiB last-level cache (arrays past 2**20
@@ -374,3 +374,23 @@ def test_a_gather_that_sweeps_again_costs_more_by_the_log_of_its_passes():
     assert size <= windowed.memory_elements()      # no memory term: the gather alone
     assert factor_read_ns((0, 1, 2), (), (1,), factor, True, extents, windowed) == pytest.approx(
         windowed.copy_ns(size) * (1 + 0.25 * 9))
+
+
+def test_a_block_reads_its_slice_from_memory_when_its_operand_is_past_the_cache():
+    # 'ij,jk,kl->il' along the path (ij,jk) first, its (2000 x 300) intermediate past the limit:
+    # cut along i, each block's slice of the (2000 x 100) operand fits under the threshold, but
+    # the operand does not, so every slice is streamed from memory.
+    shapes = ((2000, 100), (100, 300), (300, 50))
+    far = replace(MODEL, memory_threshold=100_000)
+    near = replace(MODEL, memory_threshold=10**9)
+    blocked = {name: schedule_labels(((0, 1), (1, 2), (2, 3)), (0, 3), shapes,
+                                     optimize=((0, 1), (0, 1)), strategy="pairwise",
+                                     memory_limit=60_000, cost_model=model)
+               for name, model in (("far", far), ("near", near))}
+    b_far, b_near = blocked["far"].blocking, blocked["near"].blocking
+    assert b_far is not None and b_near is not None
+    assert (b_far.labels, b_far.chunks) == (b_near.labels, b_near.chunks)
+    assert b_far.labels == (0,) and b_far.sliced == (True, False, False)
+    assert 100 * b_far.chunks[0] <= 100_000 and 300 * b_far.chunks[0] <= 100_000  # slices fit
+    extra = blocked["far"].cost_ns - blocked["near"].cost_ns
+    assert extra == pytest.approx(far.streamed_ns(2000 * 100))   # the operand, once
