@@ -46,7 +46,7 @@ import torch
 from ..schedule import Schedule, describe_schedule, schedule_labels
 from ..torch_model import TORCH_MODEL
 from . import torch_compile_hook
-from .compile import ArrayOps, compile_schedule
+from .compile import ArrayOps, _finish_fn, compile_schedule
 
 __all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "describe",
            "torch_dtype", "torch_route"]
@@ -198,8 +198,8 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
     # Blocks come out in the buffer's label order (`Blocking.storage`): they are joined along
     # its axes and the whole permuted to output order at the end, as the in-place run does.
     out_axes = [axes[0] if axes else None for axes in blocking.storage_axes]
-    finish = schedule.finish
-    assert finish is not None
+    assert schedule.finish is not None
+    to_output = _finish_fn(schedule.finish, TORCH_OPS, False)
 
     def slices(k: int, ndim: int, combo: tuple[tuple[int, int], ...]) -> tuple[slice, ...]:
         where = [slice(None)] * ndim
@@ -223,10 +223,7 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
                 return torch.cat(parts, dim=axis)
             return functools.reduce(torch.add, parts)
 
-        result = assemble(())
-        if finish.permutation is not None:
-            result = result.permute(finish.permutation)
-        return result.reshape(finish.shape) if finish.reshape else result
+        return to_output(assemble(()))
 
     def execute(*arrays: torch.Tensor) -> torch.Tensor:
         if any(_is_transformed(a) for a in arrays):

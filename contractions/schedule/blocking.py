@@ -413,9 +413,10 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
                                          accumulate, model))
         peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
     first = variants[0][1]
-    final_order = tuple(lab for lab in output if extents[lab] != 1)
-    to_output = Finish(permutation=_permutation(storage, final_order), shape=base.output_shape,
-                       reshape=len(final_order) != len(base.output_shape), copy=False)
+    # The buffer is in the unblocked schedule's result order, so its finish is the call's
+    # (no copy: the buffer is fresh).
+    assert base.finish is not None
+    to_output = replace(base.finish, copy=False)
     blocking = Blocking(
         labels=sliced_labels, chunks=sizes, counts=counts,
         accumulate=accumulate,
