@@ -35,8 +35,8 @@ def timed_run(schedule, arrays, repeats: int = 3):
     spent: dict[int, float] = {}
     original = engine._step_fn
 
-    def timing_step_fn(step, ops, intermediate=False):
-        kernel = original(step, ops, intermediate)
+    def timing_step_fn(step, ops, intermediate=False, scratch=engine.NO_SCRATCH):
+        kernel = original(step, ops, intermediate, scratch)
         index = schedule_index[id(step)]   # its position in the schedule (or in every block)
 
         def timed(x, y):

@@ -22,6 +22,7 @@ from .api import (
     explain,
     explanation,
 )
+from .backends.scratch import ScratchInfo, clear_scratch, scratch_info, scratch_limit
 from .errors import (
     ContractionError,
     InconsistentError,
@@ -72,5 +73,9 @@ __all__ = [
     "SupplementError",
     "MemoryLimitError",
     "OptionError",
+    "scratch_limit",
+    "scratch_info",
+    "clear_scratch",
+    "ScratchInfo",
     "__version__",
 ]

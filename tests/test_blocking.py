@@ -30,6 +30,7 @@ from contractions import (
     make_schedule,
 )
 from contractions import schedule as schedule_module
+from contractions.backends import scratch
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
 from contractions.matmul_model import NUMPY_MODEL
@@ -232,6 +233,9 @@ def test_blocked_execution_with_hoisting_past_52_axes():
 
 # --------------------------------------------------------------- every byte counted
 def traced_extra(func) -> tuple[int, np.ndarray]:
+    # An empty scratch pool: the call allocates its copies and intermediates as a first call
+    # does (a warm pool would hide them; tests/test_scratch.py checks both).
+    scratch.clear_scratch()
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..schedule import Finish, Preparation, Schedule, Step, View, step_tokens
+from ..schedule import Finish, Preparation, Schedule, Step, View, scratch_sites, step_tokens
 
 __all__ = ["ArrayOps", "compile_schedule"]
 
@@ -59,6 +59,14 @@ class ArrayOps:
     # matmul whose result is C-ordered whatever its operands' layout (for intermediates,
     # which the schedule counts as C arrays); None: ``matmul``'s results always are
     matmul_c: Callable[[Any, Any], Any] | None = None
+    # scratch (numpy): the gathers and matmul intermediates that `scratch_sites` picks (of at
+    # least `scratch_min_elements` elements, within the schedule's peak) go into buffers the
+    # library reuses from call to call, sparing the page faults a fresh large array pays
+    # (dev/decisions.md, decision 40); None: fresh arrays.  Each is `contiguous` or `matmul_c`
+    # with the same result; never used for the arrays a call returns.
+    scratch_contiguous: Fn | None = None
+    scratch_matmul: Callable[[Any, Any], Any] | None = None
+    scratch_min_elements: int = 0
 
 
 def _chain(fns: Sequence[Fn]) -> Fn | None:
@@ -76,10 +84,14 @@ def _chain(fns: Sequence[Fn]) -> Fn | None:
     return run
 
 
-def _view_fn(view: View, ops: ArrayOps) -> Fn:
+NO_SCRATCH = (False, False, False)
+
+
+def _view_fn(view: View, ops: ArrayOps, scratch: bool = False) -> Fn:
     # One closure per case, decided here, so a call pays one Python frame per operand view.
     perm, shape = view.permutation, view.shape
-    permute, reshape, contiguous, swap = ops.permute, ops.reshape, ops.contiguous, ops.swap_last
+    permute, reshape, swap = ops.permute, ops.reshape, ops.swap_last
+    contiguous = ops.scratch_contiguous if scratch and ops.scratch_contiguous else ops.contiguous
     if view.gather:
         if perm is None:
             return lambda x: reshape(contiguous(x), shape)
@@ -128,11 +140,13 @@ def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
     return _chain(fns)
 
 
-def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False) -> Callable[[Any, Any], Any]:
-    """The kernel of one step; ``intermediate``: its result feeds another step."""
+def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False,
+             scratch: tuple[bool, bool, bool] = NO_SCRATCH) -> Callable[[Any, Any], Any]:
+    """The kernel of one step; ``intermediate``: its result feeds another step; ``scratch``:
+    whether its left gather, right gather and result use scratch buffers (`scratch_sites`)."""
     kernel: Callable[[Any, Any], Any]
     if step.kernel == "einsum" and step.x_view is not None and step.y_view is not None:
-        vx, vy, einsum, subscripts = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.einsum, step.einsum
+        vx, vy, einsum, subscripts = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.einsum, step.einsum
 
         def kernel(x: Any, y: Any) -> Any:
             return einsum(subscripts, vx(x), vy(y))
@@ -141,15 +155,17 @@ def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False) -> Callable[
         kernel = functools.partial(ops.einsum, step.einsum)
     elif step.kernel == "multiply":
         assert step.x_view is not None and step.y_view is not None
-        vx, vy, multiply = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.multiply
+        vx, vy, multiply = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.multiply
 
         def kernel(x: Any, y: Any) -> Any:
             return multiply(vx(x), vy(y))
 
     else:
         assert step.x_view is not None and step.y_view is not None
-        vx, vy, reshape = _view_fn(step.x_view, ops), _view_fn(step.y_view, ops), ops.reshape
+        vx, vy, reshape = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.reshape
         matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
+        if intermediate and scratch[2] and ops.scratch_matmul is not None:
+            matmul = ops.scratch_matmul
         shape = step.result_shape
         if step.swap:
 
@@ -216,7 +232,9 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
 
     preps = tuple(_prep_fn(p, ops) for p in schedule.preparations)
     last = len(schedule.steps) - 1
-    steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops, k < last))
+    sites = (scratch_sites(schedule, ops.scratch_min_elements) if ops.scratch_contiguous
+             else (NO_SCRATCH,) * len(schedule.steps))
+    steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops, k < last, sites[k]))
                   for k, s in enumerate(schedule.steps))
     finish = _finish_fn(schedule.finish, ops, scalar)
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
@@ -254,7 +272,9 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     hoisted = set(blocking.hoisted)
     tokens = step_tokens(schedule)
     loop = [k for k in range(len(schedule.steps)) if k not in hoisted]
-    # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.
+    # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.  (No
+    # scratch buffers: a kept one would outlive its block, which the blocks' peak does not
+    # count; `scratch_sites` keeps none for blocked schedules.)
     unsliced = [(k, _prep_fn(schedule.preparations[k], ops)) for k in range(n) if not sliced[k]]
     prologue = [(tokens[k][0], tokens[k][1], ("s", k), _step_fn(schedule.steps[k], ops, True))
                 for k in sorted(hoisted)]

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ContractionError, quoted
 from ..schedule import Schedule, describe_schedule, schedule_labels
 from .compile import ArrayOps, compile_schedule
+from .scratch import take_scratch
 
 try:  # numpy >= 2
     from numpy._core.multiarray import c_einsum as _c_einsum
@@ -59,6 +60,34 @@ def _matmul_c(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     # keyword costs ~0.8 us a call, so the last step (whose result is only split by a
     # reshape, always a view) keeps the default.
     return np.matmul(x, y, order="C")
+
+
+def _scratch_contiguous(x: np.ndarray) -> np.ndarray:
+    if x.flags.c_contiguous or x.dtype.hasobject:
+        return np.ascontiguousarray(x)
+    out = take_scratch(x.shape, x.dtype)
+    np.copyto(out, x)
+    return out
+
+
+def _scratch_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # matmul into a scratch buffer shaped as matmul's result; the schedule's matmul views
+    # share their batch axes or one is a plain matrix, anything else takes the fresh path.
+    if x.dtype != y.dtype or x.dtype.hasobject:
+        return np.matmul(x, y, order="C")
+    if x.shape[:-2] == y.shape[:-2] or y.ndim == 2:
+        shape = x.shape[:-1] + y.shape[-1:]
+    elif x.ndim == 2:
+        shape = y.shape[:-2] + (x.shape[0], y.shape[-1])
+    else:
+        return np.matmul(x, y, order="C")
+    return np.matmul(x, y, out=take_scratch(shape, x.dtype))
+
+
+SCRATCH_MIN_ELEMENTS = 32768
+"""Gathers and intermediates from this many elements up may use scratch buffers (256 KiB of
+float64, twice glibc's default ``mmap`` and trim thresholds, below which ``malloc``'s free
+lists hand memory back without page faults and a pool lookup would only add Python time)."""
 
 
 def _set_block(out: np.ndarray, index: tuple[slice, ...], block: np.ndarray) -> None:
@@ -99,6 +128,9 @@ NUMPY_OPS = ArrayOps(
     empty=lambda shape, dtype, like: np.empty(shape, dtype),
     set_block=_set_block,
     add_block=_add_block,
+    scratch_contiguous=_scratch_contiguous,
+    scratch_matmul=_scratch_matmul,
+    scratch_min_elements=SCRATCH_MIN_ELEMENTS,
 )
 
 

@@ -38,6 +38,7 @@ from .ir import CONVERTED, EINSUM_LETTERS, FORTRAN, STRIDED, Finish, Preparation
 from .ir import Blocking as Blocking
 from .lowering import DIRECT_MAX_OPERANDS
 from .memory import DEFAULT_LIMIT_FLOOR as DEFAULT_LIMIT_FLOOR
+from .memory import scratch_sites as scratch_sites
 from .memory import step_tokens as step_tokens
 from .paths import _checked_path as _checked_path
 from .paths import normalise_optimize

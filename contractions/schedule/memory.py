@@ -65,15 +65,19 @@ def _operand_token(schedule: Schedule, k: int, ext: dict[int, int], sliced: bool
 
 def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
               steps: Sequence[int], alive: dict[Token, tuple[int, bool]], sliced: Sequence[bool],
-              final_is_extra: bool, full_shapes: tuple[Shape, ...] | None = None) -> int:
+              final_is_extra: bool, full_shapes: tuple[Shape, ...] | None = None,
+              retained: frozenset[tuple[int, int]] = frozenset()) -> int:
     """Run the buffers of ``operands`` (prepared first, as the executor does) and then of
     ``steps`` through ``alive`` (token -> (elements held, maybe strided)); the peak elements.
 
     Counted: converted copies, preparation sums, the copies a step makes (sums of private
     axes, gathers, contiguous copies of strided inputs), results waiting to be consumed, and
     the last step's result when it is not the output itself (a block's result, or a result
-    that the final reshape copies).
+    that the final reshape copies).  ``retained``: buffers a scratch pool keeps once made,
+    ``(k, 0)``/``(k, 1)`` step ``k``'s copy of its left/right input and ``(k, 2)`` its result,
+    held from their step to the end of the call (`scratch_sites`).
     """
+    scratch = 0
     held = sum(n for n, _ in alive.values())
     peak = held
     for k in operands:
@@ -98,16 +102,22 @@ def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
             live, x_strided = live + sx, False
         if step.sum_y:
             live, y_strided = live + sy, False
-        for view, size, strided in ((step.x_view, sx, x_strided), (step.y_view, sy, y_strided)):
+        for role, view, size, strided in ((0, step.x_view, sx, x_strided),
+                                          (1, step.y_view, sy, y_strided)):
             if view is not None and (view.gather or (view.contiguous_first and strided)):
-                live += size
+                if (k, role) in retained:
+                    scratch += size
+                else:
+                    live += size
         result = size_of(step.result, ext)
-        if k != last:
+        kept = result if k != last else 0
+        if (k, 2) in retained:
+            scratch, kept = scratch + result, 0
+        elif k != last:
             live += result
         else:
             live += result * (int(final_is_extra) + int(reshape_copies))
-        peak = max(peak, live)
-        kept = result if k != last else 0
+        peak = max(peak, live + scratch)
         alive[("s", k)] = (kept, step.kernel != "matmul")
         held += kept
     if not schedule.steps and final_is_extra:
@@ -123,6 +133,51 @@ def _peak_extra(schedule: Schedule) -> int:
     n = len(schedule.inputs)
     return _simulate(schedule, schedule.extents, range(n), range(len(schedule.steps)), {},
                      (False,) * n, final_is_extra=False)
+
+
+def scratch_sites(schedule: Schedule, min_elements: int) -> tuple[tuple[bool, bool, bool], ...]:
+    """Per step, whether its left copy, right copy and result may live in a scratch pool
+    that keeps them from one call to the next (numpy's, contractions/backends/scratch.py).
+    The copies meant are gathers (`View.gather`).
+
+    A kept buffer is not freed when its step is done, so on a call that has to make it, it
+    adds to every later step's memory.  Chosen here, largest first, are the copies and the
+    matmul intermediates of at least ``min_elements`` elements that keep that call's peak
+    within the schedule's own ``peak_extra``.  Blocked and direct schedules keep none.
+
+    >>> from contractions.plan import make_plan
+    >>> from contractions.schedule import make_schedule
+    >>> plan = make_plan('Cab,Cbc,Ccd->Cad', ((64, 40, 40),) * 3, ())
+    >>> scratch_sites(make_schedule(plan, memory_limit=None), 1)
+    ((False, False, True), (False, False, False))
+    """
+    none = (False, False, False)
+    if schedule.strategy != "pairwise" or schedule.blocking is not None or not schedule.steps:
+        return tuple(none for _ in schedule.steps)
+    n, ext, last = len(schedule.inputs), schedule.extents, len(schedule.steps) - 1
+
+    def peak(retained: frozenset[tuple[int, int]]) -> int:
+        return _simulate(schedule, ext, range(n), range(len(schedule.steps)), {}, (False,) * n,
+                         final_is_extra=False, retained=retained)
+
+    candidates = []
+    for k, step in enumerate(schedule.steps):
+        for role, view, labels, summed in ((0, step.x_view, step.x_labels, step.sum_x),
+                                           (1, step.y_view, step.y_labels, step.sum_y)):
+            # gathers only: a contiguous copy of an input is made or not by its layout at run time
+            size = size_of([lab for a, lab in enumerate(labels) if a not in summed], ext)
+            if view is not None and view.gather and size >= min_elements:
+                candidates.append((size, (k, role)))
+        size = size_of(step.result, ext)
+        if step.kernel == "matmul" and k != last and size >= min_elements:
+            candidates.append((size, (k, 2)))
+    bound = peak(frozenset())
+    chosen: frozenset[tuple[int, int]] = frozenset()
+    for _, site in sorted(candidates, key=lambda c: (-c[0], c[1])):
+        if peak(chosen | {site}) <= bound:
+            chosen |= {site}
+    return tuple(((k, 0) in chosen, (k, 1) in chosen, (k, 2) in chosen)
+                 for k in range(len(schedule.steps)))
 
 
 def _resolve_limit(memory_limit: Any, shapes: tuple[Shape, ...], output_shape: Shape) -> int | None:

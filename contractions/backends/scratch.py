@@ -1,0 +1,180 @@
+"""Scratch buffers for numpy runs, reused from one call to the next.
+
+A schedule's layout copies (gathers) and intermediates are fresh arrays on every call.  When
+they are larger than glibc's small-block bins, ``malloc`` hands back memory it has just given
+to the kernel (heap trimming, or ``mmap`` past its threshold), and the copy then pays one page
+fault per page before a byte moves: measured on a 4 MB gather, 2.5 ms against 0.3 ms into a
+buffer that was touched before (dev/decisions.md, decision 40).  Whether a repeated call pays
+this depends on the allocator's history, which is why the same call ran 0.8 ms in one process
+and 7 ms in another.
+
+This module keeps such buffers per thread and hands them out again once nothing refers to
+them.  "Nothing refers" is read from CPython's reference count, which every view of a buffer
+raises (a numpy view's ``base`` is the buffer that owns the memory), so a buffer still
+reachable from anywhere (a user's result, a view of it, another thread) is never handed out
+twice.  Only intermediates and copies that a call drops before it returns come from here:
+the arrays a call returns are always fresh.
+
+The buffers a thread keeps are bounded in bytes (`scratch_limit`, default
+`DEFAULT_SCRATCH_BYTES`), least recently used first out; `clear_scratch` releases them.
+
+>>> import numpy as np
+>>> a = take_scratch((2, 3), np.dtype(np.float64))
+>>> a.shape, a.dtype.name
+((2, 3), 'float64')
+>>> b = take_scratch((2, 3), np.dtype(np.float64))   # `a` is alive: another buffer
+>>> np.shares_memory(a, b)
+False
+>>> address = a.ctypes.data; del a
+>>> take_scratch((3, 2), np.dtype(np.float64)).ctypes.data == address   # same bytes, reused
+True
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from collections import OrderedDict
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["DEFAULT_SCRATCH_BYTES", "ScratchInfo", "clear_scratch", "scratch_info",
+           "scratch_limit", "take_scratch"]
+
+DEFAULT_SCRATCH_BYTES = 256 * 2**20
+"""Bytes of scratch buffers one thread keeps between calls (a buffer larger than half of it
+is never kept)."""
+
+_limit = DEFAULT_SCRATCH_BYTES
+_local = threading.local()
+
+
+class ScratchInfo(NamedTuple):
+    """What the calling thread's scratch pool holds."""
+
+    buffers: int
+    bytes: int
+    max_bytes: int
+    reused: int      # buffers handed out again
+    allocated: int   # buffers allocated (kept or not)
+
+
+class _Pool:
+    __slots__ = ("buffers", "bytes", "reused", "allocated")
+
+    def __init__(self) -> None:
+        # nbytes -> buffers of that size (uint8, 1-d); insertion order is recency of use.
+        self.buffers: OrderedDict[int, list[np.ndarray]] = OrderedDict()
+        self.bytes = 0
+        self.reused = 0
+        self.allocated = 0
+
+
+def _pool() -> _Pool:
+    pool: _Pool | None = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = _Pool()
+    return pool
+
+
+def _refs(buffer: np.ndarray) -> int:
+    return sys.getrefcount(buffer)
+
+
+# The count `_refs(buffers[k])` shows for a pooled buffer nothing else holds (the pool's
+# list, the argument), measured through the same call shape every check uses, so that an
+# interpreter counting differently is measured rather than assumed.
+_FREE_REFS = (lambda buffers: _refs(buffers[0]))([np.empty(1, np.uint8)])
+# Free-threaded CPython defers and splits reference counts: do not trust them there.
+_ENABLED = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def _first_free(buffers: list[np.ndarray]) -> np.ndarray | None:
+    for k in range(len(buffers)):
+        if _refs(buffers[k]) <= _FREE_REFS:
+            return buffers[k]
+    return None
+
+
+def take_scratch(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-ordered array of ``shape`` and ``dtype``, from the calling thread's
+    pool when a buffer of the same byte size is free there.
+
+    The array is the caller's while it (or any view of it) is referenced; afterwards the pool
+    may hand its memory out again.  Never return one to a user: return fresh arrays.  A
+    buffer made here stays in the pool after its use, so a caller takes one only where its
+    memory accounting says that holding it costs nothing (`contractions.schedule.scratch_sites`).
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    pool = _pool()
+    buffers = pool.buffers.get(nbytes)
+    if buffers is not None:
+        buffer = _first_free(buffers)
+        if buffer is not None:
+            pool.buffers.move_to_end(nbytes)
+            pool.reused += 1
+            return buffer.view(dtype).reshape(shape)
+    pool.allocated += 1
+    keep = _ENABLED and 2 * nbytes <= _limit and _release_free(pool, _limit - nbytes)
+    buffer = np.empty(nbytes, np.uint8)
+    if keep:
+        if buffers is None:
+            buffers = pool.buffers[nbytes] = []
+        buffers.append(buffer)
+        pool.bytes += nbytes
+    return buffer.view(dtype).reshape(shape)
+
+
+def _release_free(pool: _Pool, target: int) -> bool:
+    # Drop free buffers, least recently used sizes first, until the pool holds at most
+    # `target` bytes; whether it does.
+    for size in list(pool.buffers):
+        if pool.bytes <= target:
+            return True
+        buffers = pool.buffers[size]
+        for k in reversed(range(len(buffers))):
+            if pool.bytes > target and _refs(buffers[k]) <= _FREE_REFS:
+                del buffers[k]
+                pool.bytes -= size
+        if not buffers:
+            del pool.buffers[size]
+    return pool.bytes <= target
+
+
+def scratch_limit(max_bytes: int | None = None) -> int:
+    """The bytes of scratch buffers each thread may keep between calls; with ``max_bytes``,
+    set it (0 keeps none: every copy and intermediate is a fresh array) and return the old
+    value.  Buffers past a lower limit are released when their thread next allocates one.
+
+    >>> old = scratch_limit(0); scratch_limit(old)
+    0
+    """
+    global _limit
+    old = _limit
+    if max_bytes is not None:
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+            raise ValueError(f"scratch_limit takes a byte count >= 0, got {max_bytes!r}")
+        _limit = max_bytes
+        if max_bytes == 0:
+            clear_scratch()
+    return old
+
+
+def clear_scratch() -> None:
+    """Release the calling thread's scratch buffers (those still in use stay with their user)."""
+    pool = _pool()
+    pool.buffers.clear()
+    pool.bytes = 0
+
+
+def scratch_info() -> ScratchInfo:
+    """What the calling thread's pool holds and how often it was reused.
+
+    >>> clear_scratch(); scratch_info().bytes
+    0
+    """
+    pool = _pool()
+    return ScratchInfo(sum(len(b) for b in pool.buffers.values()), pool.bytes, _limit,
+                       pool.reused, pool.allocated)
