@@ -16,6 +16,7 @@ from contractions import contract, contract_expression, identifiability, make_pl
 from contractions.backends import scratch
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.schedule import scratch_sites
 from contractions.testing.oracle import loop_contract
 
 from ._strategies import grouped_problems, needed_supplements
@@ -109,6 +110,34 @@ def test_a_cold_call_allocates_no_more_than_the_schedule_counts():
             tracemalloc.stop()
         assert extra <= expr.schedule.peak_extra * 8 + 256 * 1024, (warm, extra)
         assert scratch.scratch_info().bytes <= expr.schedule.peak_extra * 8
+
+
+@pytest.mark.parametrize("limit", [None, "default", 120_000, 60_000])
+def test_blocked_and_unblocked_runs_stay_within_their_peak_cold_and_warm(limit):
+    # A blocked run keeps one buffer per site for all its blocks (a shorter block uses a
+    # prefix): from the second block on, every one of them is held.
+    r = np.random.default_rng(5)
+    shapes = [(64, 40, 40), (64, 40, 40), (64, 40, 40), (64, 40, 40)]
+    ops = [np.ascontiguousarray(r.standard_normal(s).transpose(0, 2, 1)) for s in shapes]
+    expr = contract_expression("Cba,Ccb,Cdc,Ced->Cae", *shapes, memory_limit=limit)
+    sites = scratch_sites(expr.schedule, NUMPY_OPS.scratch_min_elements)
+    if limit in (120_000, 60_000):
+        assert expr.schedule.blocking is not None
+    want = np.einsum("zba,zcb,zdc,zed->zae", *ops, optimize=True)
+    np.testing.assert_allclose(expr(*ops), want)
+    for warm in (False, True):
+        if not warm:
+            scratch.clear_scratch()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            result = expr(*ops)
+            extra = tracemalloc.get_traced_memory()[1] - base - result.nbytes
+        finally:
+            tracemalloc.stop()
+        np.testing.assert_allclose(result, want)
+        assert extra <= expr.schedule.peak_extra * 8 + 256 * 1024, (warm, extra, sites)
+    assert scratch.scratch_info().bytes <= expr.schedule.peak_extra * 8
 
 
 def test_threads_never_share_a_buffer():

@@ -63,9 +63,10 @@ class ArrayOps:
     # least `scratch_min_elements` elements, within the schedule's peak) go into buffers the
     # library reuses from call to call, sparing the page faults a fresh large array pays
     # (dev/decisions.md, decision 40); None: fresh arrays.  Each is `contiguous` or `matmul_c`
-    # with the same result; never used for the arrays a call returns.
-    scratch_contiguous: Fn | None = None
-    scratch_matmul: Callable[[Any, Any], Any] | None = None
+    # with the same result, given the buffer's capacity in elements (a full block's size, of
+    # which a shorter block uses a prefix); never used for the arrays a call returns.
+    scratch_contiguous: Callable[[Any, int], Any] | None = None
+    scratch_matmul: Callable[[Any, Any, int], Any] | None = None
     scratch_min_elements: int = 0
 
 
@@ -84,14 +85,16 @@ def _chain(fns: Sequence[Fn]) -> Fn | None:
     return run
 
 
-NO_SCRATCH = (False, False, False)
+NO_SCRATCH = (0, 0, 0)
 
 
-def _view_fn(view: View, ops: ArrayOps, scratch: bool = False) -> Fn:
+def _view_fn(view: View, ops: ArrayOps, scratch: int = 0) -> Fn:
     # One closure per case, decided here, so a call pays one Python frame per operand view.
     perm, shape = view.permutation, view.shape
     permute, reshape, swap = ops.permute, ops.reshape, ops.swap_last
-    contiguous = ops.scratch_contiguous if scratch and ops.scratch_contiguous else ops.contiguous
+    contiguous = ops.contiguous
+    if scratch and ops.scratch_contiguous is not None:
+        contiguous = functools.partial(_into_scratch, ops.scratch_contiguous, scratch)
     if view.gather:
         if perm is None:
             return lambda x: reshape(contiguous(x), shape)
@@ -140,10 +143,15 @@ def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
     return _chain(fns)
 
 
+def _into_scratch(scratch: Callable[..., Any], capacity: int, *arrays: Any) -> Any:
+    return scratch(*arrays, capacity)
+
+
 def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False,
-             scratch: tuple[bool, bool, bool] = NO_SCRATCH) -> Callable[[Any, Any], Any]:
+             scratch: tuple[int, int, int] = NO_SCRATCH) -> Callable[[Any, Any], Any]:
     """The kernel of one step; ``intermediate``: its result feeds another step; ``scratch``:
-    whether its left gather, right gather and result use scratch buffers (`scratch_sites`)."""
+    the scratch buffers (elements; 0: fresh) of its left gather, right gather and result
+    (`scratch_sites`)."""
     kernel: Callable[[Any, Any], Any]
     if step.kernel == "einsum" and step.x_view is not None and step.y_view is not None:
         vx, vy, einsum, subscripts = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.einsum, step.einsum
@@ -165,7 +173,7 @@ def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False,
         vx, vy, reshape = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.reshape
         matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
         if intermediate and scratch[2] and ops.scratch_matmul is not None:
-            matmul = ops.scratch_matmul
+            matmul = functools.partial(_into_scratch, ops.scratch_matmul, scratch[2])
         shape = step.result_shape
         if step.swap:
 
@@ -272,12 +280,14 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     hoisted = set(blocking.hoisted)
     tokens = step_tokens(schedule)
     loop = [k for k in range(len(schedule.steps)) if k not in hoisted]
-    # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.  (No
-    # scratch buffers: a kept one would outlive its block, which the blocks' peak does not
-    # count; `scratch_sites` keeps none for blocked schedules.)
+    # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.  A
+    # step inside the loop keeps one scratch buffer per site for every block (sized for a full
+    # one), which `scratch_sites` counted in the blocked peak.
     unsliced = [(k, _prep_fn(schedule.preparations[k], ops)) for k in range(n) if not sliced[k]]
-    prologue = [(tokens[k][0], tokens[k][1], ("s", k), _step_fn(schedule.steps[k], ops, True))
-                for k in sorted(hoisted)]
+    sites = (scratch_sites(schedule, ops.scratch_min_elements) if ops.scratch_contiguous
+             else (NO_SCRATCH,) * len(schedule.steps))
+    prologue = [(tokens[k][0], tokens[k][1], ("s", k),
+                 _step_fn(schedule.steps[k], ops, True, sites[k])) for k in sorted(hoisted)]
     needed = {t for k in loop for t in tokens[k]}
     last: tuple[str, int] = ("s", len(schedule.steps) - 1) if schedule.steps else ("o", 0)
     scalar = not schedule.output_shape
@@ -291,7 +301,8 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
         bodies[lengths] = (
             tuple((k, _prep_fn(inner.preparations[k], ops)) for k in range(n) if sliced[k]),
             tuple((tokens[k][0], tokens[k][1], ("s", k),
-                   _step_fn(inner.steps[k], ops, k < len(inner.steps) - 1)) for k in loop),
+                   _step_fn(inner.steps[k], ops, k < len(inner.steps) - 1 or bool(sites[k][2]),
+                            sites[k])) for k in loop),
             _finish_fn(replace(inner.finish, copy=False), ops, scalar))
     assert schedule.finish is not None
     to_output = _finish_fn(replace(schedule.finish, copy=False), ops, False)

@@ -62,15 +62,15 @@ def _matmul_c(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.matmul(x, y, order="C")
 
 
-def _scratch_contiguous(x: np.ndarray) -> np.ndarray:
+def _scratch_contiguous(x: np.ndarray, capacity: int) -> np.ndarray:
     if x.flags.c_contiguous or x.dtype.hasobject:
         return np.ascontiguousarray(x)
-    out = take_scratch(x.shape, x.dtype)
+    out = take_scratch(x.shape, x.dtype, capacity)
     np.copyto(out, x)
     return out
 
 
-def _scratch_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _scratch_matmul(x: np.ndarray, y: np.ndarray, capacity: int) -> np.ndarray:
     # matmul into a scratch buffer shaped as matmul's result; the schedule's matmul views
     # share their batch axes or one is a plain matrix, anything else takes the fresh path.
     if x.dtype != y.dtype or x.dtype.hasobject:
@@ -81,7 +81,7 @@ def _scratch_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         shape = y.shape[:-2] + (x.shape[0], y.shape[-1])
     else:
         return np.matmul(x, y, order="C")
-    return np.matmul(x, y, out=take_scratch(shape, x.dtype))
+    return np.matmul(x, y, out=take_scratch(shape, x.dtype, capacity))
 
 
 SCRATCH_MIN_ELEMENTS = 32768

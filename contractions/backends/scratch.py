@@ -98,16 +98,18 @@ def _first_free(buffers: list[np.ndarray]) -> np.ndarray | None:
     return None
 
 
-def take_scratch(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def take_scratch(shape: tuple[int, ...], dtype: np.dtype, capacity: int | None = None) -> np.ndarray:
     """An uninitialised C-ordered array of ``shape`` and ``dtype``, from the calling thread's
-    pool when a buffer of the same byte size is free there.
+    pool when a buffer of ``capacity`` elements (default: just ``shape``'s) is free there:
+    the array is a prefix of it.
 
     The array is the caller's while it (or any view of it) is referenced; afterwards the pool
     may hand its memory out again.  Never return one to a user: return fresh arrays.  A
     buffer made here stays in the pool after its use, so a caller takes one only where its
     memory accounting says that holding it costs nothing (`contractions.schedule.scratch_sites`).
     """
-    nbytes = math.prod(shape) * dtype.itemsize
+    used = math.prod(shape) * dtype.itemsize
+    nbytes = max(used, (capacity or 0) * dtype.itemsize)
     pool = _pool()
     buffers = pool.buffers.get(nbytes)
     if buffers is not None:
@@ -115,7 +117,7 @@ def take_scratch(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         if buffer is not None:
             pool.buffers.move_to_end(nbytes)
             pool.reused += 1
-            return buffer.view(dtype).reshape(shape)
+            return buffer[:used].view(dtype).reshape(shape)
     pool.allocated += 1
     keep = _ENABLED and 2 * nbytes <= _limit and _release_free(pool, _limit - nbytes)
     buffer = np.empty(nbytes, np.uint8)
@@ -124,7 +126,7 @@ def take_scratch(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
             buffers = pool.buffers[nbytes] = []
         buffers.append(buffer)
         pool.bytes += nbytes
-    return buffer.view(dtype).reshape(shape)
+    return buffer[:used].view(dtype).reshape(shape)
 
 
 def _release_free(pool: _Pool, target: int) -> bool:

@@ -66,7 +66,8 @@ def _operand_token(schedule: Schedule, k: int, ext: dict[int, int], sliced: bool
 def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
               steps: Sequence[int], alive: dict[Token, tuple[int, bool]], sliced: Sequence[bool],
               final_is_extra: bool, full_shapes: tuple[Shape, ...] | None = None,
-              retained: frozenset[tuple[int, int]] = frozenset()) -> int:
+              retained: frozenset[tuple[int, int]] = frozenset(),
+              scratch_held: list[int] | None = None, preheld: bool = False) -> int:
     """Run the buffers of ``operands`` (prepared first, as the executor does) and then of
     ``steps`` through ``alive`` (token -> (elements held, maybe strided)); the peak elements.
 
@@ -75,9 +76,11 @@ def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
     the last step's result when it is not the output itself (a block's result, or a result
     that the final reshape copies).  ``retained``: buffers a scratch pool keeps once made,
     ``(k, 0)``/``(k, 1)`` step ``k``'s copy of its left/right input and ``(k, 2)`` its result,
-    held from their step to the end of the call (`scratch_sites`).
+    held from their step to the end of the call (`scratch_sites`); ``scratch_held``, when
+    given, carries the elements they hold in and out (a blocked run's prologue to its block);
+    ``preheld``: it already counts them (a block after the first finds every one made).
     """
-    scratch = 0
+    scratch = scratch_held[0] if scratch_held else 0
     held = sum(n for n, _ in alive.values())
     peak = held
     for k in operands:
@@ -106,13 +109,15 @@ def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
                                           (1, step.y_view, sy, y_strided)):
             if view is not None and (view.gather or (view.contiguous_first and strided)):
                 if (k, role) in retained:
-                    scratch += size
+                    scratch += 0 if preheld else size
                 else:
                     live += size
         result = size_of(step.result, ext)
         kept = result if k != last else 0
         if (k, 2) in retained:
-            scratch, kept = scratch + result, 0
+            scratch, kept = scratch + (0 if preheld else result), 0
+            if k == last:
+                live += result * int(reshape_copies)
         elif k != last:
             live += result
         else:
@@ -122,6 +127,8 @@ def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
         held += kept
     if not schedule.steps and final_is_extra:
         peak = max(peak, held + size_of(schedule.output, ext))
+    if scratch_held is not None:
+        scratch_held[:] = [scratch]
     return peak
 
 
@@ -135,48 +142,71 @@ def _peak_extra(schedule: Schedule) -> int:
                      (False,) * n, final_is_extra=False)
 
 
-def scratch_sites(schedule: Schedule, min_elements: int) -> tuple[tuple[bool, bool, bool], ...]:
-    """Per step, whether its left copy, right copy and result may live in a scratch pool
-    that keeps them from one call to the next (numpy's, contractions/backends/scratch.py).
-    The copies meant are gathers (`View.gather`).
+def scratch_sites(schedule: Schedule, min_elements: int) -> tuple[tuple[int, int, int], ...]:
+    """Per step of ``schedule``, the elements of the scratch buffer its left gather, right
+    gather and result may use (0: a fresh array), for a pool that keeps such buffers from one
+    call to the next (numpy's, contractions/backends/scratch.py).
 
     A kept buffer is not freed when its step is done, so on a call that has to make it, it
-    adds to every later step's memory.  Chosen here, largest first, are the copies and the
-    matmul intermediates of at least ``min_elements`` elements that keep that call's peak
-    within the schedule's own ``peak_extra``.  Blocked and direct schedules keep none.
+    adds to every later step's memory.  Chosen here, largest first, are the gathers
+    (`View.gather`) and matmul results of at least ``min_elements`` elements that keep that
+    call's peak within the schedule's own.  In a blocked run a step inside the loop keeps
+    one buffer sized for a full block, which the shorter blocks use a prefix of; a result
+    there is an intermediate even on the last step (it is written into the result and
+    dropped).  Direct schedules keep none.
 
     >>> from contractions.plan import make_plan
     >>> from contractions.schedule import make_schedule
     >>> plan = make_plan('Cab,Cbc,Ccd->Cad', ((64, 40, 40),) * 3, ())
     >>> scratch_sites(make_schedule(plan, memory_limit=None), 1)
-    ((False, False, True), (False, False, False))
+    ((0, 0, 102400), (0, 0, 0))
     """
-    none = (False, False, False)
-    if schedule.strategy != "pairwise" or schedule.blocking is not None or not schedule.steps:
+    none = (0, 0, 0)
+    if schedule.strategy != "pairwise" or not schedule.steps:
         return tuple(none for _ in schedule.steps)
     n, ext, last = len(schedule.inputs), schedule.extents, len(schedule.steps) - 1
+    blocking = schedule.blocking
+    hoisted: set[int] = set()
+    if blocking is None:
+        steps_at = [(step, ext) for step in schedule.steps]
 
-    def peak(retained: frozenset[tuple[int, int]]) -> int:
-        return _simulate(schedule, ext, range(n), range(len(schedule.steps)), {}, (False,) * n,
-                         final_is_extra=False, retained=retained)
+        def peak(retained: frozenset[tuple[int, int]]) -> int:
+            return _simulate(schedule, ext, range(n), range(len(schedule.steps)), {}, (False,) * n,
+                             final_is_extra=False, retained=retained)
+    else:
+        # The inner schedule of full blocks: the largest lengths of every cut label.
+        full = max(blocking.inner, key=lambda item: item[0])[1]
+        hoisted = set(blocking.hoisted)
+        steps_at = [(schedule.steps[k], ext) if k in hoisted else (full.steps[k], full.extents)
+                    for k in range(len(schedule.steps))]
+        last = -1                        # every block's last result is dropped after its write
+
+        def peak(retained: frozenset[tuple[int, int]]) -> int:
+            assert blocking is not None
+            in_loop = sum(sizes[site] for site in retained if site[0] not in hoisted)
+            return _loop_peak(schedule, full, ext, full.extents, blocking.sliced, blocking.hoisted,
+                              retained, in_loop)
 
     candidates = []
-    for k, step in enumerate(schedule.steps):
+    sizes: dict[tuple[int, int], int] = {}
+    for k, (step, at) in enumerate(steps_at):
         for role, view, labels, summed in ((0, step.x_view, step.x_labels, step.sum_x),
                                            (1, step.y_view, step.y_labels, step.sum_y)):
             # gathers only: a contiguous copy of an input is made or not by its layout at run time
-            size = size_of([lab for a, lab in enumerate(labels) if a not in summed], ext)
+            size = size_of([lab for a, lab in enumerate(labels) if a not in summed], at)
             if view is not None and view.gather and size >= min_elements:
                 candidates.append((size, (k, role)))
-        size = size_of(step.result, ext)
+                sizes[k, role] = size
+        size = size_of(step.result, at)
         if step.kernel == "matmul" and k != last and size >= min_elements:
             candidates.append((size, (k, 2)))
+            sizes[k, 2] = size
     bound = peak(frozenset())
-    chosen: frozenset[tuple[int, int]] = frozenset()
-    for _, site in sorted(candidates, key=lambda c: (-c[0], c[1])):
-        if peak(chosen | {site}) <= bound:
-            chosen |= {site}
-    return tuple(((k, 0) in chosen, (k, 1) in chosen, (k, 2) in chosen)
+    chosen: dict[tuple[int, int], int] = {}
+    for size, site in sorted(candidates, key=lambda c: (-c[0], c[1])):
+        if peak(frozenset(chosen) | {site}) <= bound:
+            chosen[site] = size
+    return tuple((chosen.get((k, 0), 0), chosen.get((k, 1), 0), chosen.get((k, 2), 0))
                  for k in range(len(schedule.steps)))
 
 
@@ -229,14 +259,20 @@ def step_tokens(schedule: Schedule) -> tuple[tuple[tuple[str, int], tuple[str, i
 
 
 def _loop_peak(prologue: Schedule, body: Schedule, ext_full: dict[int, int],
-               ext_block: dict[int, int], sliced: tuple[bool, ...], hoisted: tuple[int, ...]) -> int:
+               ext_block: dict[int, int], sliced: tuple[bool, ...], hoisted: tuple[int, ...],
+               retained: frozenset[tuple[int, int]] = frozenset(), in_loop: int = 0) -> int:
     """The peak of a blocked run: the prologue (unsliced operands and hoisted steps, whole),
-    then one block of ``body`` beside the prologue results the loop still needs."""
+    then one block of ``body`` beside the prologue results the loop still needs (and the
+    scratch buffers ``retained`` keeps, `_simulate`: the ``in_loop`` elements of those inside
+    the loop are all held from the second block on)."""
     n = len(sliced)
     alive: dict[Token, tuple[int, bool]] = {}
+    scratch = [0]
     first = _simulate(prologue, ext_full, [k for k in range(n) if not sliced[k]], hoisted, alive,
-                      sliced, final_is_extra=True)
+                      sliced, final_is_extra=True, retained=retained, scratch_held=scratch)
     loop = [k for k in range(len(body.steps)) if k not in set(hoisted)]
+    scratch[0] += in_loop
     block = _simulate(body, ext_block, [k for k in range(n) if sliced[k]], loop, dict(alive), sliced,
-                      final_is_extra=True, full_shapes=prologue.shapes)
+                      final_is_extra=True, full_shapes=prologue.shapes, retained=retained,
+                      scratch_held=scratch, preheld=True)
     return max(first, block)
