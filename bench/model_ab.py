@@ -74,6 +74,11 @@ VARIANTS = {
     "before-hard-gather": replace(NUMPY_MODEL, hard_gather_gain=0.0),
     # decision 38's stronger variant (measured, not kept)
     "hard-gather-25": replace(NUMPY_MODEL, hard_gather_gain=0.25),
+    # before decision 41: every stack of dot products ran as one einsum loop
+    "before-dot-matmul": replace(NUMPY_MODEL, min_dot_matmul_length=10**9),
+    # a candidate after decision 40: copies priced warm, as kept scratch buffers run (0.6 ns an
+    # element, the strided copy without first-touch page faults; measured, not kept)
+    "warm-copies": replace(NUMPY_MODEL, ns_per_copied_element=0.6),
 }
 
 

@@ -206,6 +206,9 @@ class TorchCostModel:
     def einsum_step_max_macs(self) -> int:
         return self.steps_model.einsum_step_max_macs()
 
+    def dot_matmul_min_length(self) -> int:
+        return self.steps_model.dot_matmul_min_length()
+
     def block_ns(self, steps: int) -> float:
         return self.steps_model.block_ns(steps)
 

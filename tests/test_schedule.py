@@ -650,3 +650,19 @@ def test_cotengra_path_candidates_are_searched_without_forking(monkeypatch):
                 for k, t in enumerate(subscripts[:-2].split(","))]
     close(contract(subscripts, *operands), np.einsum(subscripts, *operands))
     assert not forks
+
+
+@pytest.mark.parametrize("length, kernel", [(16, "einsum"), (63, "einsum"), (64, "matmul"), (200, "matmul")])
+def test_a_stack_of_dot_products_runs_as_matmuls_once_the_dots_are_long(length, kernel):
+    # 'bk,bk->b' stacks: einsum's loop wins on short dots, stacked (1 x k) @ (k x 1) products on
+    # long ones (DOT_MATMUL_MIN_LENGTH, measured); contiguous operands need no copy either way.
+    r = seeded("dots", length)
+    x, y = r.standard_normal((40, 3, length)), r.standard_normal((40, 3, length))
+    expr = contract_expression("Wk,Wk->W", x.shape, y.shape, memory_limit=None, optimize="greedy",
+                               len_W=2)
+    assert [s.kernel for s in expr.schedule.steps] == [kernel]
+    close(expr(x, y), np.einsum("abk,abk->ab", x, y))
+    # a strided operand (read in place by einsum's loop, copied for BLAS) gives the same result
+    xt = np.ascontiguousarray(x.transpose(2, 0, 1)).transpose(1, 2, 0)
+    got = contract("Wk,Wk->W", xt, y, len_W=2, memory_limit=None, optimize="greedy")
+    close(got, np.einsum("abk,abk->ab", x, y))

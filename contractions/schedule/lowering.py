@@ -198,7 +198,10 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     matmul_ns = layout.cost + model.fresh_buffer_ns(size_of(tuple(kept), extents))
     far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
-    einsum_first = needs_copy or small or (not left and not right)
+    # A stack of dot products goes to einsum's loop unless its dots are long and no copy is
+    # needed (`DOT_MATMUL_MIN_LENGTH`, measured).
+    long_dots = not left and not right and not needs_copy and nc >= model.dot_matmul_min_length()
+    einsum_first = needs_copy or (small and not long_dots) or (not left and not right and not long_dots)
     if letters_ok and vector_like and (einsum_first or far):
         # einsum's loop reads any strides, so a vector-like step never copies; BLAS would only
         # gain on a large matrix-vector product with a free layout ...
