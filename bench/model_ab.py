@@ -76,6 +76,8 @@ VARIANTS = {
     "hard-gather-25": replace(NUMPY_MODEL, hard_gather_gain=0.25),
     # before decision 41: every stack of dot products ran as one einsum loop
     "before-dot-matmul": replace(NUMPY_MODEL, min_dot_matmul_length=10**9),
+    # before decision 42: a product with one side within the other always by np.multiply
+    "before-permuted-within": replace(NUMPY_MODEL, permuted_within_einsum_min_elements=0),
     # a candidate after decision 40: copies priced warm, as kept scratch buffers run (0.6 ns an
     # element, the strided copy without first-touch page faults; measured, not kept)
     "warm-copies": replace(NUMPY_MODEL, ns_per_copied_element=0.6),

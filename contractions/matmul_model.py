@@ -37,6 +37,7 @@ __all__ = [
     "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
     "EINSUM_VECTOR_STEP_MAX_MACS",
     "DOT_MATMUL_MIN_LENGTH",
+    "PERMUTED_WITHIN_EINSUM_ELEMENTS",
     "NS_PER_EINSUM_MAC",
     "NS_PER_BLOCK",
     "NS_PER_BLOCK_STEP",
@@ -256,6 +257,12 @@ NS_PER_STRIDED_EINSUM_MAC = 1.6
 # An elementwise product or a scaling (one operand's labels within the other's) stays with
 # np.multiply, faster there in 45 of 60 (einsum 1.21x its time at the median, up to 2.99x).
 # These prices pick the kernel only; the step's cost stays `multiply_ns` (decision 33).
+# One exception, measured after (decision 42): a product whose result is written in another
+# order than its larger operand's ('bj,bij->jbi', 'ab,abc->cab'), 190 products of 2e3-4e6
+# elements: multiply still wins at the median (einsum 1.11x its time), but from 2**18 result
+# elements einsum's loop won 57 of 75 (0.90x at the median, 0.72x at best): such a product
+# goes to einsum's loop.
+PERMUTED_WITHIN_EINSUM_ELEMENTS = 1 << 18
 NS_PER_OUTER_EINSUM_ELEMENT = 0.42
 NS_PER_OUTER_EINSUM_LOOP = 4.4
 NS_PER_OUTER_MULTIPLY_ELEMENT = 0.58
@@ -791,6 +798,11 @@ class CostModel(Protocol):
     def einsum_step_max_macs(self) -> int:
         """Largest per-batch vector-like product worth one einsum loop rather than BLAS."""
 
+    def permuted_within_einsum_elements(self) -> int:
+        """Smallest result of a product with nothing summed, one side's labels within the
+        other's and written in another order than the larger side's, that runs as einsum's
+        loop rather than np.multiply (0: never)."""
+
     def dot_matmul_min_length(self) -> int:
         """Shortest stacked dot product (no free axis on either side) that runs as stacked
         matmuls rather than one einsum loop, when no copy is needed for it."""
@@ -857,6 +869,7 @@ class NumpyCostModel:
     ns_per_strided_einsum_mac: float = NS_PER_STRIDED_EINSUM_MAC
     einsum_vector_step_max_macs: int = EINSUM_VECTOR_STEP_MAX_MACS
     min_dot_matmul_length: int = DOT_MATMUL_MIN_LENGTH
+    permuted_within_einsum_min_elements: int = PERMUTED_WITHIN_EINSUM_ELEMENTS
     ns_per_block: float = NS_PER_BLOCK
     ns_per_block_step: float = NS_PER_BLOCK_STEP
     direct_max_naive: int = DIRECT_MAX_NAIVE_COST
@@ -912,6 +925,9 @@ class NumpyCostModel:
 
     def dot_matmul_min_length(self) -> int:
         return self.min_dot_matmul_length
+
+    def permuted_within_einsum_elements(self) -> int:
+        return self.permuted_within_einsum_min_elements
 
     def block_ns(self, steps: int) -> float:
         return self.ns_per_block + self.ns_per_block_step * steps

@@ -209,6 +209,9 @@ class TorchCostModel:
     def dot_matmul_min_length(self) -> int:
         return self.steps_model.dot_matmul_min_length()
 
+    def permuted_within_einsum_elements(self) -> int:
+        return 0   # torch offers no einsum kernel for broadcast products (`outer_product_ns`)
+
     def block_ns(self, steps: int) -> float:
         return self.steps_model.block_ns(steps)
 

@@ -666,3 +666,19 @@ def test_a_stack_of_dot_products_runs_as_matmuls_once_the_dots_are_long(length, 
     xt = np.ascontiguousarray(x.transpose(2, 0, 1)).transpose(1, 2, 0)
     got = contract("Wk,Wk->W", xt, y, len_W=2, memory_limit=None, optimize="greedy")
     close(got, np.einsum("abk,abk->ab", x, y))
+
+
+@pytest.mark.parametrize("subscripts, n, kernel", [
+    ("ab,abc->cab", 64, "einsum"),     # 2**18 elements written in another order: einsum's loop
+    ("ab,abc->cab", 32, "multiply"),   # small: np.multiply
+    ("ab,abc->abc", 64, "multiply"),   # in the larger operand's order: np.multiply
+])
+def test_a_large_scaling_written_in_another_order_runs_as_einsums_loop(subscripts, n, kernel):
+    r = seeded("within", subscripts, n)
+    x, y = r.standard_normal((n, n)), r.standard_normal((n, n, n))
+    expr = contract_expression(subscripts, x.shape, y.shape, memory_limit=None, optimize="greedy")
+    assert [s.kernel for s in expr.schedule.steps] == [kernel]
+    close(expr(x, y), np.einsum(subscripts, x, y))
+    # torch's model offers no einsum kernel for broadcast products: always np.multiply there
+    from contractions.torch_model import TORCH_MODEL
+    assert TORCH_MODEL.permuted_within_einsum_elements() == 0

@@ -138,13 +138,21 @@ def broadcast_step_ns(order: Labels, lx: Labels, ly: Labels, extents: dict[int, 
 def _broadcast_kernel(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int],
                       model: CostModel) -> str:
     """The kernel for a step with nothing to sum: for an outer product (each side holds labels
-    the other lacks) the one the backend prices lowest, else np.multiply.  Only the kernel
+    the other lacks) the one the backend prices lowest, else np.multiply (einsum's loop for a
+    large result in another order than its larger operand's).  Only the kernel
     follows these prices, not the step's cost: the lower outer-product prices, used for the
     path search too, drew paths through large outer-product intermediates that ran slower
     (dev/decisions.md, decision 33)."""
     if set(lx) - set(ly) and set(ly) - set(lx):
         prices = model.outer_product_ns(size_of(order, extents), _inner_run(order, lx, ly, extents))
         return min(prices, key=prices.__getitem__)
+    # One side's labels within the other's: np.multiply, except a large result written in
+    # another order than the larger side's (einsum's loop measured faster there; decision 42).
+    threshold = model.permuted_within_einsum_elements()
+    if threshold and size_of(order, extents) >= threshold:
+        larger = lx if len(lx) >= len(ly) else ly
+        if [lab for lab in order if extents[lab] != 1] != [lab for lab in larger if extents[lab] != 1]:
+            return "einsum"
     return "multiply"
 
 
