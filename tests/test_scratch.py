@@ -190,6 +190,34 @@ def test_the_pool_stays_within_its_limit():
         scratch.scratch_limit(old)
 
 
+def test_the_bound_holds_for_all_threads_together():
+    # A pool of worker threads (dask's) must not multiply the bound: each thread takes buffers
+    # of its own sizes and drops them; together they keep at most the limit.
+    old = scratch.scratch_limit(3_000_000)
+    f8 = np.dtype(np.float64)
+    seen: list[int] = []
+    barrier = threading.Barrier(4)
+
+    def work(k: int) -> None:
+        for n in (100_000 + k, 60_000 + k, 120_000 + k):
+            scratch.take_scratch((n,), f8)
+            seen.append(scratch.scratch_info().process_bytes)
+        barrier.wait()                  # all pools alive at once
+        seen.append(scratch.scratch_info().process_bytes)
+        barrier.wait()
+
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen and max(seen) <= 3_000_000
+        assert scratch.scratch_info().process_bytes == 0      # finished threads' pools are gone
+    finally:
+        scratch.scratch_limit(old)
+
+
 def test_object_arrays_never_use_scratch():
     x = np.arange(24, dtype=object).reshape(2, 3, 4)
     ops = dataclasses.replace(NUMPY_OPS, scratch_min_elements=1)

@@ -15,8 +15,10 @@ reachable from anywhere (a user's result, a view of it, another thread) is never
 twice.  Only intermediates and copies that a call drops before it returns come from here:
 the arrays a call returns are always fresh.
 
-The buffers a thread keeps are bounded in bytes (`scratch_limit`, default
-`DEFAULT_SCRATCH_BYTES`), least recently used first out; `clear_scratch` releases them.
+The buffers all threads keep together are bounded in bytes (`scratch_limit`, default
+`DEFAULT_SCRATCH_BYTES`; a thread that would pass it first releases its own free buffers,
+least recently used first, and else makes a buffer it does not keep), so a pool of worker
+threads (dask's) cannot multiply it; `clear_scratch` releases the calling thread's.
 
 >>> import numpy as np
 >>> a = take_scratch((2, 3), np.dtype(np.float64))
@@ -44,19 +46,28 @@ __all__ = ["DEFAULT_SCRATCH_BYTES", "ScratchInfo", "clear_scratch", "scratch_inf
            "scratch_limit", "take_scratch"]
 
 DEFAULT_SCRATCH_BYTES = 256 * 2**20
-"""Bytes of scratch buffers one thread keeps between calls (a buffer larger than half of it
-is never kept)."""
+"""Bytes of scratch buffers the process keeps between calls, all threads together (a buffer
+larger than half of it is never kept)."""
 
 _limit = DEFAULT_SCRATCH_BYTES
 _local = threading.local()
+_lock = threading.Lock()
+_held = 0   # bytes every thread's pool holds, under `_lock`
+
+
+def _count(delta: int) -> None:
+    global _held
+    with _lock:
+        _held += delta
 
 
 class ScratchInfo(NamedTuple):
     """What the calling thread's scratch pool holds."""
 
     buffers: int
-    bytes: int
-    max_bytes: int
+    bytes: int           # the calling thread's
+    process_bytes: int   # every thread's together
+    max_bytes: int       # the bound on process_bytes
     reused: int      # buffers handed out again
     allocated: int   # buffers allocated (kept or not)
 
@@ -70,6 +81,10 @@ class _Pool:
         self.bytes = 0
         self.reused = 0
         self.allocated = 0
+
+    def __del__(self) -> None:
+        # a finished thread's pool goes with it: its bytes no longer count
+        _count(-self.bytes)
 
 
 def _pool() -> _Pool:
@@ -119,14 +134,31 @@ def take_scratch(shape: tuple[int, ...], dtype: np.dtype, capacity: int | None =
             pool.reused += 1
             return buffer[:used].view(dtype).reshape(shape)
     pool.allocated += 1
-    keep = _ENABLED and 2 * nbytes <= _limit and _release_free(pool, _limit - nbytes)
     buffer = np.empty(nbytes, np.uint8)
-    if keep:
+    if _ENABLED and _make_room(pool, nbytes):
         if buffers is None:
             buffers = pool.buffers[nbytes] = []
         buffers.append(buffer)
         pool.bytes += nbytes
     return buffer[:used].view(dtype).reshape(shape)
+
+
+def _make_room(pool: _Pool, nbytes: int) -> bool:
+    # Count `nbytes` more against the process's bound if they fit, after releasing this
+    # thread's free buffers as far as needed (and all past a lowered bound).
+    global _held
+    fits = 2 * nbytes <= _limit
+    with _lock:
+        excess = _held + (nbytes if fits else 0) - _limit
+    if excess > 0:
+        _release_free(pool, pool.bytes - excess)
+    if not fits:
+        return False
+    with _lock:
+        if _held + nbytes > _limit:
+            return False
+        _held += nbytes
+    return True
 
 
 def _release_free(pool: _Pool, target: int) -> bool:
@@ -140,15 +172,17 @@ def _release_free(pool: _Pool, target: int) -> bool:
             if pool.bytes > target and _refs(buffers[k]) <= _FREE_REFS:
                 del buffers[k]
                 pool.bytes -= size
+                _count(-size)
         if not buffers:
             del pool.buffers[size]
     return pool.bytes <= target
 
 
 def scratch_limit(max_bytes: int | None = None) -> int:
-    """The bytes of scratch buffers each thread may keep between calls; with ``max_bytes``,
-    set it (0 keeps none: every copy and intermediate is a fresh array) and return the old
-    value.  Buffers past a lower limit are released when their thread next allocates one.
+    """The bytes of scratch buffers the process may keep between calls, all threads
+    together; with ``max_bytes``, set it (0 keeps none: every copy and intermediate is a fresh
+    array) and return the old value.  The calling thread's buffers past a lower limit are
+    released at once, another thread's when it next allocates one.
 
     >>> old = scratch_limit(0); scratch_limit(old)
     0
@@ -159,8 +193,11 @@ def scratch_limit(max_bytes: int | None = None) -> int:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
             raise ValueError(f"scratch_limit takes a byte count >= 0, got {max_bytes!r}")
         _limit = max_bytes
-        if max_bytes == 0:
-            clear_scratch()
+        pool = _pool()
+        with _lock:
+            excess = _held - _limit
+        if excess > 0:
+            _release_free(pool, pool.bytes - excess)
     return old
 
 
@@ -168,6 +205,7 @@ def clear_scratch() -> None:
     """Release the calling thread's scratch buffers (those still in use stay with their user)."""
     pool = _pool()
     pool.buffers.clear()
+    _count(-pool.bytes)
     pool.bytes = 0
 
 
@@ -178,5 +216,5 @@ def scratch_info() -> ScratchInfo:
     0
     """
     pool = _pool()
-    return ScratchInfo(sum(len(b) for b in pool.buffers.values()), pool.bytes, _limit,
+    return ScratchInfo(sum(len(b) for b in pool.buffers.values()), pool.bytes, _held, _limit,
                        pool.reused, pool.allocated)
