@@ -182,10 +182,12 @@ def scratch_sites(schedule: Schedule, min_elements: int) -> tuple[tuple[int, int
         last = -1                        # every block's last result is dropped after its write
 
         def peak(retained: frozenset[tuple[int, int]]) -> int:
+            # every kind of block, each beside every kept buffer (made by the full blocks)
             assert blocking is not None
             in_loop = sum(sizes[site] for site in retained if site[0] not in hoisted)
-            return _loop_peak(schedule, full, ext, full.extents, blocking.sliced, blocking.hoisted,
-                              retained, in_loop)
+            return max(_loop_peak(schedule, body, ext, body.extents, blocking.sliced,
+                                  blocking.hoisted, retained, in_loop)
+                       for _, body in blocking.inner)
 
     candidates = []
     sizes: dict[tuple[int, int], int] = {}
