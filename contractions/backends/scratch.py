@@ -83,8 +83,12 @@ class _Pool:
         self.allocated = 0
 
     def __del__(self) -> None:
-        # a finished thread's pool goes with it: its bytes no longer count
-        _count(-self.bytes)
+        # a finished thread's pool goes with it: its bytes no longer count (at interpreter
+        # exit the module may be torn down first; nothing is left to count then)
+        try:
+            _count(-self.bytes)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _pool() -> _Pool:
