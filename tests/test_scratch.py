@@ -93,25 +93,31 @@ def test_a_chain_reuses_its_intermediates_and_holds_no_more_than_its_peak():
     assert info.bytes <= expr.schedule.peak_extra * 8
 
 
+def traced_extra(call, cold: bool) -> tuple[int, np.ndarray]:
+    """(bytes ``call`` allocated at its peak beyond its result, the result); ``cold``: with
+    the calling thread's pool emptied first, as a first call finds it."""
+    if cold:
+        scratch.clear_scratch()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        result = call()
+        return tracemalloc.get_traced_memory()[1] - base - result.nbytes, result
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_cold_call_allocates_no_more_than_the_schedule_counts():
-    # The pool keeps buffers a call would have freed; a call that has to allocate first
-    # releases free ones, so a cold call's allocations still fit the schedule's peak.
+    # The pool keeps buffers a call would have freed; only those whose keeping the schedule's
+    # memory count allows (`scratch_sites`), so a cold call's allocations fit its peak.
     r = np.random.default_rng(2)
     shapes = [(64, 40, 40), (64, 40, 40), (64, 40, 40), (64, 40, 40)]
     ops = [r.standard_normal(s) for s in shapes]
     expr = contract_expression("Cab,Cbc,Ccd,Cde->Cae", *shapes)
     expr(*ops)
-    for warm in (False, True):
-        if not warm:
-            scratch.clear_scratch()
-        tracemalloc.start()
-        try:
-            base = tracemalloc.get_traced_memory()[0]
-            result = expr(*ops)
-            extra = tracemalloc.get_traced_memory()[1] - base - result.nbytes
-        finally:
-            tracemalloc.stop()
-        assert extra <= expr.schedule.peak_extra * 8 + 256 * 1024, (warm, extra)
+    for cold in (True, False):
+        extra, _ = traced_extra(lambda: expr(*ops), cold)
+        assert extra <= expr.schedule.peak_extra * 8 + 256 * 1024, (cold, extra)
         assert scratch.scratch_info().bytes <= expr.schedule.peak_extra * 8
 
 
@@ -128,18 +134,10 @@ def test_blocked_and_unblocked_runs_stay_within_their_peak_cold_and_warm(limit):
         assert expr.schedule.blocking is not None
     want = np.einsum("zba,zcb,zdc,zed->zae", *ops, optimize=True)
     np.testing.assert_allclose(expr(*ops), want)
-    for warm in (False, True):
-        if not warm:
-            scratch.clear_scratch()
-        tracemalloc.start()
-        try:
-            base = tracemalloc.get_traced_memory()[0]
-            result = expr(*ops)
-            extra = tracemalloc.get_traced_memory()[1] - base - result.nbytes
-        finally:
-            tracemalloc.stop()
+    for cold in (True, False):
+        extra, result = traced_extra(lambda: expr(*ops), cold)
         np.testing.assert_allclose(result, want)
-        assert extra <= expr.schedule.peak_extra * 8 + 256 * 1024, (warm, extra, sites)
+        assert extra <= expr.schedule.peak_extra * 8 + 256 * 1024, (cold, extra, sites)
     assert scratch.scratch_info().bytes <= expr.schedule.peak_extra * 8
 
 

@@ -143,6 +143,13 @@ def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
     return _chain(fns)
 
 
+def _sites(schedule: Schedule, ops: ArrayOps) -> tuple[tuple[int, int, int], ...]:
+    # The scratch buffers of every step, where the library keeps any (`scratch_sites`).
+    if ops.scratch_contiguous is None:
+        return (NO_SCRATCH,) * len(schedule.steps)
+    return scratch_sites(schedule, ops.scratch_min_elements)
+
+
 def _into_scratch(scratch: Callable[..., Any], capacity: int, *arrays: Any) -> Any:
     return scratch(*arrays, capacity)
 
@@ -240,8 +247,7 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
 
     preps = tuple(_prep_fn(p, ops) for p in schedule.preparations)
     last = len(schedule.steps) - 1
-    sites = (scratch_sites(schedule, ops.scratch_min_elements) if ops.scratch_contiguous
-             else (NO_SCRATCH,) * len(schedule.steps))
+    sites = _sites(schedule, ops)
     steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops, k < last, sites[k]))
                   for k, s in enumerate(schedule.steps))
     finish = _finish_fn(schedule.finish, ops, scalar)
@@ -284,8 +290,7 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     # step inside the loop keeps one scratch buffer per site for every block (sized for a full
     # one), which `scratch_sites` counted in the blocked peak.
     unsliced = [(k, _prep_fn(schedule.preparations[k], ops)) for k in range(n) if not sliced[k]]
-    sites = (scratch_sites(schedule, ops.scratch_min_elements) if ops.scratch_contiguous
-             else (NO_SCRATCH,) * len(schedule.steps))
+    sites = _sites(schedule, ops)
     prologue = [(tokens[k][0], tokens[k][1], ("s", k),
                  _step_fn(schedule.steps[k], ops, True, sites[k])) for k in sorted(hoisted)]
     needed = {t for k in loop for t in tokens[k]}
