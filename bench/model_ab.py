@@ -19,7 +19,8 @@ decision 33), ``--without before-einsum-stream`` charges einsum's loop the strea
 matmul factor (before decision 34), ``--without before-threads`` prices large products
 single-threaded (before decision 35), ``--without before-gather-passes`` breaks ties between
 layouts without `gather_passes` (before decision 37), ``--without before-hard-gather`` prices
-every gather flat (before decision 38).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+every gather flat (before decision 38), ``--without before-warm-result`` prices the call's
+result as a fresh buffer and its Python as free (before decision 43).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -78,6 +79,9 @@ VARIANTS = {
     "before-dot-matmul": replace(NUMPY_MODEL, min_dot_matmul_length=10**9),
     # before decision 42: a product with one side within the other always by np.multiply
     "before-permuted-within": replace(NUMPY_MODEL, permuted_within_einsum_min_elements=0),
+    # before decision 43: the call's result priced as a fresh buffer, no Python per call/step
+    "before-warm-result": replace(NUMPY_MODEL, warm_result_max_elements=0, ns_per_call=0.0,
+                                  ns_per_step=0.0),
     # a candidate after decision 40: copies priced warm, as kept scratch buffers run (0.6 ns an
     # element, the strided copy without first-touch page faults; measured, not kept)
     "warm-copies": replace(NUMPY_MODEL, ns_per_copied_element=0.6),

@@ -92,6 +92,10 @@ __all__ = [
     "NS_PER_STRIDED_EINSUM_MAC",
     "cache_bytes",
     "fresh_buffer_ns",
+    "WARM_RESULT_MAX_ELEMENTS",
+    "NS_PER_CALL",
+    "NS_PER_STEP",
+    "direct_ns",
 ]
 
 Labels = tuple[int, ...]
@@ -208,6 +212,14 @@ NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT = 0.75
 # drew paths through 26 MB intermediates that ran 2x slower; decision 35.)
 NS_PER_FRESH_ELEMENT = 0.9
 FRESH_BUFFER_ELEMENTS = 16384
+# The call's own result is the exception below glibc's largest dynamic mmap threshold (32 MiB):
+# in a caller's loop the previous result is freed after the next is made, glibc then serves
+# that size from its heap, and the next result lands in warm pages.  Measured on the AMD EPYC
+# VM (a loop `r = a @ b`, result rebound each call, against `out=` into one buffer): 1, 4, 16
+# and 31 MB results within 0.97-1.09x of `out=` (0.0-0.2 ns an element), a 36 MB result 1.23x
+# (0.5 ns an element: mmapped afresh each call).  The model prices the result's first touch
+# only from 2**22 float64 elements (`result_buffer_ns`); an intermediate stays fresh (above).
+WARM_RESULT_MAX_ELEMENTS = 1 << 22
 # A product of at least 2 * 2**18 multiply-adds runs on two threads (OpenBLAS gives a product
 # one thread per 2**18, up to its thread count: `blas_threads`), each thread past the first
 # adding ~0.5 of a thread's speed: on the AMD EPYC VM (2 cores) single products and stacks of
@@ -286,6 +298,14 @@ CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT = 16
 # with the machine loaded).
 NS_PER_BLOCK = 4000.0
 NS_PER_BLOCK_STEP = 2500.0
+# Python work of an unblocked call: `contract`'s cached lookup and the compiled program's entry
+# (~2.5 us: the bench's tiny overhead is 1.5 us over the program), and per step (a pairwise
+# step, or the direct strategy's one einsum call) its views, reshapes and numpy call (~2 us:
+# programs of 1-4 steps on 2x2 operands ran 3-12 us, 1.5-2.5 us a step).  Every candidate
+# path of one contraction has as many steps, so these price microsecond calls without
+# changing any choice between paths; a blocked run's loop is priced by `NS_PER_BLOCK_STEP`.
+NS_PER_CALL = 2500.0
+NS_PER_STEP = 2000.0
 
 # Reading from memory, for arrays that outgrow the caches (`MEMORY_ELEMENTS`); the constants
 # above were fitted on products that fit in them:
@@ -340,6 +360,25 @@ LINE_ELEMENTS = 8
 def fresh_buffer_ns(elements: int) -> float:
     """Modelled page-fault cost of allocating a result of ``elements`` elements."""
     return NS_PER_FRESH_ELEMENT * elements if elements > FRESH_BUFFER_ELEMENTS else 0.0
+
+
+def direct_ns(inputs: Sequence[Labels], output: Labels, extents: dict[int, int],
+              model: CostModel) -> float:
+    """Modelled time of a direct schedule: one einsum loop over ``inputs`` writing the call's
+    result ``output``, or, for a pure transpose of one operand (einsum returns a view), the
+    copy that makes it the result.
+
+    >>> ext = {0: 64, 1: 64, 2: 117}
+    >>> direct_ns(((0, 1, 2),), (1, 0, 2), ext, NUMPY_MODEL) == (
+    ...     NUMPY_MODEL.copy_ns(64 * 64 * 117) - NUMPY_MODEL.fresh_buffer_ns(64 * 64 * 117))
+    True
+    """
+    distinct = {lab for labels in inputs for lab in labels}
+    if len(inputs) == 1 and distinct == set(output) and len(inputs[0]) == len(output):
+        elements = size_of(output, extents)
+        return (model.copy_ns(elements) - model.fresh_buffer_ns(elements)
+                + model.result_buffer_ns(elements))
+    return einsum_step_ns(inputs, output, extents, model, final=True)
 
 
 def blas_threads() -> int:
@@ -577,6 +616,10 @@ def einsum_read_ns(operands: Sequence[Labels], walk: Labels, extents: dict[int, 
     ns = 0.0
     for labels in operands:
         size = size_of(labels, extents)
+        if len(set(labels)) < len(labels):
+            # a diagonal: the loop reads one element per distinct index, which `access_pattern`
+            # (one stride per label) cannot describe; its multiply-adds price those reads
+            continue
         if size > model.memory_elements():
             ns += model.streamed_ns(size, "einsum") + model.strided_read_ns(
                 size, access_pattern(labels, walk, extents))
@@ -584,10 +627,11 @@ def einsum_read_ns(operands: Sequence[Labels], walk: Labels, extents: dict[int, 
 
 
 def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int, int],
-                   model: CostModel) -> float:
+                   model: CostModel, final: bool = False) -> float:
     """Modelled time of one einsum step writing ``result``: its multiply-adds (slower when the
-    innermost loop steps through some operand with a stride), its fresh result buffer, and its
-    reads of operands past the caches.
+    innermost loop steps through some operand with a stride), its fresh result buffer (the
+    call's own result when ``final``: `result_buffer_ns`), and its reads of operands past the
+    caches.
 
     >>> ext = {0: 64, 1: 64, 2: 32}
     >>> einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, NUMPY_MODEL) < einsum_step_ns(
@@ -601,9 +645,10 @@ def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int
     inner = walk[-1] if walk else None
     strided = any(inner in labels and next(lab for lab in reversed(labels) if extents[lab] != 1)
                   != inner for labels in operands)
+    elements = size_of(result, extents)
     return (model.einsum_ns(size_of(every, extents), strided,
                             _einsum_inner_run(operands, result, walk, extents))
-            + model.fresh_buffer_ns(size_of(result, extents))
+            + (model.result_buffer_ns(elements) if final else model.fresh_buffer_ns(elements))
             + einsum_read_ns(operands, walk, extents, model))
 
 
@@ -781,6 +826,10 @@ class CostModel(Protocol):
     def fresh_buffer_ns(self, elements: int) -> float:
         """First-touch cost of a fresh result of ``elements``."""
 
+    def result_buffer_ns(self, elements: int) -> float:
+        """First-touch cost of the call's own result of ``elements`` (its last step's output),
+        in a caller's loop."""
+
     def multiply_ns(self, elements: int, inner: int = 0) -> float:
         """A broadcast elementwise product writing ``elements`` in innermost loops of
         ``inner`` elements (0: unknown, long)."""
@@ -809,6 +858,10 @@ class CostModel(Protocol):
 
     def block_ns(self, steps: int) -> float:
         """Python overhead of one block running ``steps`` steps."""
+
+    def call_ns(self, steps: int) -> float:
+        """Python overhead of an unblocked call running ``steps`` steps (outside any loop of
+        blocks)."""
 
     def direct_max_naive_cost(self, labels: int) -> int:
         """Largest naive loop count for which one einsum call beats a pairwise run."""
@@ -860,6 +913,7 @@ class NumpyCostModel:
     ns_per_batched_right_transpose_element: float = NS_PER_BATCHED_RIGHT_TRANSPOSE_ELEMENT
     ns_per_fresh_element: float = NS_PER_FRESH_ELEMENT
     fresh_buffer_elements: int = FRESH_BUFFER_ELEMENTS
+    warm_result_max_elements: int = WARM_RESULT_MAX_ELEMENTS
     ns_per_inner_loop: float = NS_PER_INNER_LOOP
     ns_per_einsum_mac: float = NS_PER_EINSUM_MAC
     ns_per_outer_einsum_element: float = NS_PER_OUTER_EINSUM_ELEMENT
@@ -872,6 +926,8 @@ class NumpyCostModel:
     permuted_within_einsum_min_elements: int = PERMUTED_WITHIN_EINSUM_ELEMENTS
     ns_per_block: float = NS_PER_BLOCK
     ns_per_block_step: float = NS_PER_BLOCK_STEP
+    ns_per_call: float = NS_PER_CALL
+    ns_per_step: float = NS_PER_STEP
     direct_max_naive: int = DIRECT_MAX_NAIVE_COST
     direct_max_naive_many_labels: int = DIRECT_MAX_NAIVE_COST_MANY_LABELS
     direct_few_labels: int = DIRECT_FEW_LABELS
@@ -905,6 +961,9 @@ class NumpyCostModel:
     def fresh_buffer_ns(self, elements: int) -> float:
         return self.ns_per_fresh_element * elements if elements > self.fresh_buffer_elements else 0.0
 
+    def result_buffer_ns(self, elements: int) -> float:
+        return self.fresh_buffer_ns(elements) if elements >= self.warm_result_max_elements else 0.0
+
     def multiply_ns(self, elements: int, inner: int = 0) -> float:
         loops = elements / inner if inner else 0.0
         return self.ns_per_copied_element * elements + self.ns_per_inner_loop * loops
@@ -931,6 +990,9 @@ class NumpyCostModel:
 
     def block_ns(self, steps: int) -> float:
         return self.ns_per_block + self.ns_per_block_step * steps
+
+    def call_ns(self, steps: int) -> float:
+        return self.ns_per_call + self.ns_per_step * steps
 
     def direct_max_naive_cost(self, labels: int) -> int:
         return (self.direct_max_naive if labels <= self.direct_few_labels

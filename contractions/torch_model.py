@@ -192,6 +192,13 @@ class TorchCostModel:
     def fresh_buffer_ns(self, elements: int) -> float:
         return self.steps_model.fresh_buffer_ns(elements)
 
+    def result_buffer_ns(self, elements: int) -> float:
+        return self.steps_model.result_buffer_ns(elements)
+
+    def call_ns(self, steps: int) -> float:
+        # one eager torch operation per step (and the call's own): torch's dispatch, not numpy's
+        return self.ns_per_op * (steps + 1)
+
     def multiply_ns(self, elements: int, inner: int = 0) -> float:
         return self.steps_model.multiply_ns(elements, inner)
 

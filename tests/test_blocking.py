@@ -80,9 +80,10 @@ def close(got, want) -> None:
 # -------------------------------------------------------------- steps inside the loop
 def test_steps_without_a_cut_label_run_once_before_the_blocks():
     r = seeded("hoist")
-    a, b, c, d = (r.standard_normal(s) for s in [(10, 10), (10, 10), (1000, 10), (1000, 50)])
+    # a 60 x 60 x 60 product that carries no cut label: worth running once
+    a, b, c, d = (r.standard_normal(s) for s in [(60, 60), (60, 60), (1000, 60), (1000, 50)])
     expr = contract_expression("ab,bc,Wc,Wd->Wad", a.shape, b.shape, c.shape, d.shape,
-                               memory_limit=2000)
+                               memory_limit=20000)
     blocking = expr.schedule.blocking
     assert blocking is not None and blocking.n_blocks > 1
     assert blocking.hoisted == (0,)                      # ab,bc->ac carries no cut label
@@ -102,8 +103,8 @@ def test_steps_without_a_cut_label_run_once_before_the_blocks():
                                  "matmul_c": logged(NUMPY_OPS.matmul_c)})
     got = compile_schedule(expr.schedule, ops)(a, b, c, d)
     close(got, np.einsum("ab,bc,wc,wd->wad", a, b, c, d))
-    assert log.count(100) == 1 and len(log) == 1 + blocking.n_blocks
-    report = explain("ab,bc,Wc,Wd->Wad", a, b, c, d, memory_limit=2000)
+    assert log.count(3600) == 1 and len(log) == 1 + blocking.n_blocks
+    report = explain("ab,bc,Wc,Wd->Wad", a, b, c, d, memory_limit=20000)
     lines = report.splitlines()
     once = lines.index("  once, before the blocks (these steps carry no cut label):")
     assert lines[once + 1].startswith("    step 1: (0, 1) matmul")

@@ -126,15 +126,18 @@ BATCH_CUT_WORTH = 1.5
 MAX_BLOCKS = 10_000
 
 
-def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) -> float:
-    """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged)."""
+def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL,
+               final: bool = False) -> float:
+    """The modelled time of ``step`` at extents ``ext`` (its kernel and layout unchanged);
+    ``final`` for the schedule's last step, whose result a block writes out and remakes at the
+    same size (priced as the call's result is: `result_buffer_ns`)."""
     result = size_of(step.result, ext)
     lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
     ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
     if not step.contract and step.kernel in ("multiply", "einsum"):
-        return broadcast_step_ns(step.result, lx, ly, ext, model)
+        return broadcast_step_ns(step.result, lx, ly, ext, model, final)
     if step.kernel == "einsum" or step.layout is None:
-        return einsum_step_ns((lx, ly), step.result, ext, model)
+        return einsum_step_ns((lx, ly), step.result, ext, model, final)
     lay = step.layout
     p, q = lay.left, lay.right
     calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)
@@ -145,7 +148,7 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL) 
             + model.matmul_ns(calls, rows, nk, cols))
     if q.transposed and calls > 1:
         cost += model.batched_right_transpose_ns(calls, rows, cols)
-    return cost + model.fresh_buffer_ns(result)
+    return cost + (model.result_buffer_ns(result) if final else model.fresh_buffer_ns(result))
 
 
 def _structure(base: Schedule, cut: set[int]) -> tuple[tuple[bool, ...], tuple[int, ...]]:
@@ -192,7 +195,10 @@ def _write_ns(result: Labels, storage: Labels, extents: dict[int, int], block: d
     if elements > model.memory_elements():
         far = max(model.strided_read_ns(elements, access_pattern(result, storage, block)),
                   model.strided_read_ns(elements, access_pattern(storage, storage, extents, block)))
-    return (model.copy_ns(elements) + far) * (3 if accumulate else 1)
+    copy = model.copy_ns(elements)
+    if not model.result_buffer_ns(size_of(storage, extents)):
+        copy -= model.fresh_buffer_ns(elements)   # the result buffer is reused warm, as unblocked
+    return (copy + far) * (3 if accumulate else 1)
 
 
 def _slice_copies_ns(base: Schedule, loop: Sequence[int], sliced: Sequence[bool],
@@ -262,9 +268,10 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         loop = [k for k in range(n_steps) if k not in set(hoisted)]
         per_block = (model.block_ns(len(loop)) + _slice_copies_ns(base, loop, sliced, ext, model)
                      + _slice_reads_ns(base, loop, sliced, ext, model))
-        per_block += sum(_step_cost(base.steps[k], ext, model) for k in loop)
+        per_block += sum(_step_cost(base.steps[k], ext, model, k == n_steps - 1) for k in loop)
         per_block += _write_ns(storage, storage, extents, ext, bool(cut - set(output)), model)
-        cost = sum(base.steps[k].cost_ns for k in hoisted) + n_blocks * per_block
+        cost = (sum(base.steps[k].cost_ns for k in hoisted) + model.call_ns(len(hoisted))
+                + n_blocks * per_block)
         return peak, cost, n_blocks
 
     def greedy(by_rate: bool, target: int, start: dict[int, int], kept: frozenset[int] = frozenset(),
@@ -392,7 +399,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
     loop = [k for k in range(len(base.steps)) if k not in set(hoisted)]
     accumulate = any(lab not in output for lab in sliced_labels)
     variants: list[tuple[tuple[int, ...], Schedule]] = []
-    total = sum(base.steps[k].cost_ns for k in hoisted)
+    total = sum(base.steps[k].cost_ns for k in hoisted) + model.call_ns(len(hoisted))
     peak = 0
     storage = _storage_order(base)
     for lengths in itertools.product(*[

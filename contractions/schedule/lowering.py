@@ -16,6 +16,7 @@ from ..matmul_model import (
     NUMPY_MODEL,
     CostModel,
     best_matmul_layout,
+    direct_ns,
     einsum_step_ns,
     size_of,
 )
@@ -128,11 +129,16 @@ def _contiguous(labels: Labels, extents: dict[int, int]) -> View:
 
 
 def broadcast_step_ns(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int],
-                      model: CostModel) -> float:
+                      model: CostModel, final: bool = False) -> float:
     """Modelled time of a step with nothing to sum writing its result in ``order``, whichever
     kernel runs it: the broadcast-product price the paths are chosen with (`_broadcast_kernel`
-    picks the kernel apart)."""
-    return model.multiply_ns(size_of(order, extents), _inner_run(order, lx, ly, extents))
+    picks the kernel apart).  That price holds a fresh buffer's first touch; the call's own
+    result (``final``) is priced as `result_buffer_ns` says instead."""
+    elements = size_of(order, extents)
+    cost = model.multiply_ns(elements, _inner_run(order, lx, ly, extents))
+    if final:
+        cost -= model.fresh_buffer_ns(elements) - model.result_buffer_ns(elements)
+    return cost
 
 
 def _broadcast_kernel(order: Labels, lx: Labels, ly: Labels, extents: dict[int, int],
@@ -182,7 +188,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # product einsum's loop where the model prices that lower.
         order = _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
-        cost = broadcast_step_ns(order, lx, ly, extents, model)
+        cost = broadcast_step_ns(order, lx, ly, extents, model, final is not None)
         subscripts = _einsum_string((lx, ly), order) if use_einsum else None
         if subscripts is not None and _broadcast_kernel(order, lx, ly, extents, model) == "einsum":
             # Strided inputs (a block's slices, a caller's transposed array) are made contiguous
@@ -204,7 +210,9 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     vector_like = not left or not right
     small = nl * nc * nr <= model.einsum_step_max_macs()
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
-    matmul_ns = layout.cost + model.fresh_buffer_ns(size_of(tuple(kept), extents))
+    # The last step writes the call's result, which a caller's loop reuses warm.
+    result_ns = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
+    matmul_ns = layout.cost + result_ns(size_of(tuple(kept), extents))
     far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
     # A stack of dot products goes to einsum's loop unless its dots are long and no copy is
     # needed (`DOT_MATMUL_MIN_LENGTH`, measured).
@@ -215,7 +223,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # gain on a large matrix-vector product with a free layout ...
         order = _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
-        einsum_ns = einsum_step_ns((lx, ly), order, extents, model)
+        einsum_ns = einsum_step_ns((lx, ly), order, extents, model, final=final is not None)
         # ... or where einsum's walk reads an operand past the caches in far-apart pieces that
         # the stacked product streams as views (the memory terms decide only by a clear
         # margin; a gather of such an operand measured 2-3x its price, so never for one).
@@ -260,7 +268,8 @@ def _extents_of(inputs: Sequence[Labels], shapes: Sequence[Shape]) -> dict[int, 
 
 def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
             output_shape: Shape, extents: dict[int, int], einsum: str,
-            path: tuple[tuple[int, ...], ...], naive: int, optimizer: str) -> Schedule:
+            path: tuple[tuple[int, ...], ...], naive: int, optimizer: str,
+            model: CostModel = NUMPY_MODEL) -> Schedule:
     summed = {lab for term in inputs for lab in term} - set(output)
     # einsum returns a view for a pure transpose/diagonal of one operand: copy it then.
     finish = Finish(permutation=None, shape=output_shape, reshape=False,
@@ -268,7 +277,7 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
     return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
                     extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
                     optimizer=optimizer, flops=naive, naive_flops=naive,
-                    peak_extra=0, cost_ns=float(naive))
+                    peak_extra=0, cost_ns=direct_ns(inputs, output, extents, model) + model.call_ns(1))
 
 
 def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
@@ -338,7 +347,8 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
         inputs=inputs, output=output, shapes=shapes, output_shape=output_shape, extents=extents,
         strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
         path=path, finish=finish, optimizer=optimizer, flops=flops,
-        naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps), layouts=layouts)
+        naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps) + model.call_ns(len(steps)),
+        layouts=layouts)
     return replace(schedule, peak_extra=_peak_extra(schedule))
 
 
@@ -384,7 +394,7 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
         path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
         path = _find_path(path_by, list(inputs), output, extents)
         return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
-                        _optimizer_name(optimize))]
+                        _optimizer_name(optimize), cost_model)]
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if layouts is not None and not any(layouts):
         layouts = None
