@@ -15,6 +15,7 @@ dictionary lookup plus the arithmetic.
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 import types
@@ -314,11 +315,7 @@ def contract(subscripts: str, *operands: NDArray[Any] | np.generic, **options: A
 def contract(subscripts: str, *operands: _ArrayT, **options: Any) -> _ArrayT: ...
 @overload
 def contract(subscripts: Any = ..., *operands: Any, **options: Any) -> Any: ...
-def contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _AUTO,
-             memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
-             preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
-             order: Any = _ORDER_K, casting: Any = _SAFE, backend: Any = None,
-             use_blas: Any = True, **len_groups: int) -> Any:
+def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -> Any:
     """Evaluate a grouped einsum.
 
     UPPERCASE letters are groups of zero or more consecutive axes, lowercase letters single
@@ -337,6 +334,10 @@ def contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _
     (no bound) or ``'default'``: on numpy the largest operand or result.  A call that would
     exceed it takes another order or runs in blocks (``explain`` shows them).  torch blocks
     only when given a limit; JAX never does (XLA plans its buffers).
+
+    The keywords, all optional: ``optimize='auto'``, ``memory_limit='default'``,
+    ``precision=None``, ``preferred_element_type=None``, ``out=None``, ``dtype=None``,
+    ``order='K'``, ``casting='safe'``, ``backend=None``, ``use_blas=True`` and ``len_<G>=n``.
 
     np.einsum's and opt_einsum's calls work unchanged (docs/numpy-compat.md): ``...``,
     implicit output, the sublist form ``contract(a, [0, 1], b, [1, 2], [0, 2])``, ``order=``,
@@ -362,14 +363,54 @@ def contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _
     >>> contract(np.ones((2, 3)), [0, 1], np.ones(3), [1]), contract('i,i', np.ones(3), np.ones(3))
     (array([3., 3.]), np.float64(3.0))
     """
+    # Hot path: numpy arrays, no keyword but plain-int len_* ones.  One dict lookup keyed on
+    # (subscripts, *shapes, *len items) yields the compiled callable; everything else happens
+    # once, on the first call of a signature (`_contract`).  The keywords arrive as one dict
+    # rather than as named parameters: CPython matches every passed keyword against each named
+    # one, which cost this path a fifth of its time (its signature is set below, for help()).
+    if type(subscripts) is str:
+        key: list[Any] = [subscripts]
+        for op in operands:
+            if type(op) is not _ndarray:
+                for name in options:
+                    if not name.startswith("len_"):
+                        break
+                else:  # another array library and no option but len_*: its own cached route
+                    return _contract_foreign(subscripts, operands, options)
+                break
+            key.append(op.shape)
+        else:
+            for item in options.items():
+                if type(item[1]) is not int:  # an option, or a bool/float length: checked route
+                    break
+                key.append(item)   # (an int option, memory_limit=10, is never a stored key)
+            else:
+                try:
+                    run = _HOT.get(tuple(key))
+                except TypeError:  # an unhashable shape: the checked route reports it
+                    run = None
+                if run is not None:
+                    try:
+                        return run(*operands)
+                    except TypeError:
+                        _check_dtypes(operands)  # a str or datetime array: say so plainly
+                        raise
+    return _contract(subscripts, *operands, **options)
+
+
+def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _AUTO,
+             memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
+             preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
+             order: Any = _ORDER_K, casting: Any = _SAFE, backend: Any = None,
+             use_blas: Any = True, **len_groups: int) -> Any:
+    """`contract` with its keywords named: the first call of a signature, other options,
+    other array libraries."""
     if type(subscripts) is not str:
         subscripts, operands = _sublist_call(subscripts, operands)
     if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
             and out is None and dtype is None and order is _ORDER_K and casting is _SAFE
             and backend is None):
-        # Hot path: every operand a numpy array and every len_* a plain int.  One dict lookup
-        # keyed on (subscripts, *shapes, *len items) yields the compiled callable; everything
-        # else happens once, on the first call of a signature.
+        # The hot path's key (`contract`): a miss plans and remembers the callable.
         key: list[Any] = [subscripts]
         for op in operands:
             if type(op) is not _ndarray:
@@ -405,6 +446,9 @@ def contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _
                                      memory_limit, dtype, order, casting, backend)
     return _contract_general(subscripts, operands, len_groups, optimize,
                              BackendOptions(precision, preferred_element_type), out, memory_limit)
+
+
+contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defined]
 
 
 def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
