@@ -256,6 +256,9 @@ CASES = [
     # its first step reads a permuted view: matmul's result must still be a C array, or the
     # next step copies it (0.5M elements past the count before intermediates asked for C)
     ("WCpqr,Cip,Cjq,Ckr->WCijk", [(36, 64, 6, 6, 6), (64, 6, 6), (64, 6, 6), (64, 6, 6)]),
+    # W and a run as batch labels and are summed after (no gather): the product before the sum
+    # is 600,000 elements; under the small limit, blocks over W, each summing its own a
+    ("Waib,Wajb->ij", [(40, 30, 20, 30), (40, 30, 25, 30)]),
 ]
 
 

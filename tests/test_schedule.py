@@ -379,6 +379,27 @@ def test_large_batched_product_is_one_matmul_step_with_views():
     assert last.layout is not None and last.cost_ns == last.layout.cost + fresh_buffer_ns(2048 * 2048)
 
 
+def test_contracted_labels_stored_outside_run_as_batch_and_are_summed_after():
+    # 'WCiab,WCjab->Cij' sums over W, a and b.  As one product per C it must gather both
+    # operands (W is not next to a and b); with W as a batch label each (W, C) pair is an
+    # (i x ab) @ (ab x j) product of views, and the stack is summed over W after.
+    plan = make_plan("WCiab,WCjab->Cij", ((6, 6, 8, 8, 6, 6, 6),) * 2, (("W", 2),))
+    (step,) = make_schedule(plan, memory_limit=None).steps
+    w = plan.expansion.inputs[0][:2]
+    assert step.kernel == "matmul" and step.reduce == w
+    assert not step.x_view.gather and not step.y_view.gather
+    assert step.wide_shape == (6, 6, 8, 8, 6, 6) and step.reduce_axes == (0, 1)
+    assert step.result_shape == (8, 8, 6, 6) and set(w) <= set(step.contract)
+    x, y = (seeded("promote", k).standard_normal((6, 6, 8, 8, 6, 6, 6)) for k in range(2))
+    close(contract("WCiab,WCjab->Cij", x, y, len_W=2), np.einsum("wvcdiab,wvcdjab->cdij", x, y))
+    # the product before its sum is counted in the peak, and explain says what is summed
+    assert make_schedule(plan, memory_limit=None).peak_extra == 6 * 6 * 8 * 8 * 6 * 6
+    assert "(as batch, then summed: AB)" in explain("WCiab,WCjab->Cij", x, y, len_W=2)
+    # where nothing needs a gather, nothing is promoted
+    plain = make_plan("Ciab,Cjab->Cij", ((64, 6, 6, 6),) * 2, ())
+    assert all(not s.reduce for s in make_schedule(plain).steps)
+
+
 def test_small_problem_is_one_direct_einsum_and_false_forces_it():
     plan = make_plan("Wij,Wjk->Wik", ((2, 2, 3), (2, 3, 2)), ())
     assert make_schedule(plan).strategy == "direct"

@@ -66,15 +66,16 @@ def test_a_buffer_is_reused_only_once_nothing_refers_to_it():
 
 def test_results_are_fresh_and_survive_later_calls():
     r = np.random.default_rng(0)
-    x = r.standard_normal((6, 6, 8, 8, 6, 6, 6))
-    y = r.standard_normal((6, 6, 8, 8, 6, 6, 6))
-    first = contract("WCiab,WCjab->Cij", x, y, len_W=2)
+    x = r.standard_normal((36, 6, 36, 36))
+    y = r.standard_normal((36, 6, 36, 36))
+    # one operand is gathered (b and a swap places): 279,936 elements, kept for the next call
+    first = contract("Wiab,Wjba->Wij", x, y)
     before = scratch.scratch_info().reused
     kept = first.copy()
-    second = contract("WCiab,WCjab->Cij", y, x, len_W=2)
+    second = contract("Wiab,Wjba->Wij", y, x)
     np.testing.assert_array_equal(first, kept)
     assert not np.shares_memory(first, second)
-    np.testing.assert_allclose(second, np.einsum("ABCDiab,ABCDjab->CDij", y, x))
+    np.testing.assert_allclose(second, np.einsum("wiab,wjba->wij", y, x))
     assert scratch.scratch_info().reused - before >= 1    # the second call reuses its gathers
 
 
@@ -168,9 +169,9 @@ def test_scratch_limit_zero_keeps_nothing_and_rejects_nonsense():
     old = scratch.scratch_limit(0)
     try:
         r = np.random.default_rng(4)
-        x = r.standard_normal((6, 6, 8, 8, 6, 6, 6))
-        np.testing.assert_allclose(contract("WCiab,WCjab->Cij", x, x, len_W=2),
-                                   np.einsum("ABCDiab,ABCDjab->CDij", x, x))
+        x = r.standard_normal((36, 6, 36, 36))
+        np.testing.assert_allclose(contract("Wiab,Wjba->Wij", x, x),     # a gather, not kept
+                                   np.einsum("wiab,wjba->wij", x, x))
         assert scratch.scratch_info().bytes == 0
     finally:
         assert scratch.scratch_limit(old) == 0

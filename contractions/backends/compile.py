@@ -179,10 +179,23 @@ def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False,
         assert step.x_view is not None and step.y_view is not None
         vx, vy, reshape = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.reshape
         matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
-        if intermediate and scratch[2] and ops.scratch_matmul is not None:
+        if intermediate and scratch[2] and ops.scratch_matmul is not None and not step.reduce:
             matmul = functools.partial(_into_scratch, ops.scratch_matmul, scratch[2])
         shape = step.result_shape
-        if step.swap:
+        if step.reduce:
+            # promoted contracted labels: the product keeps them as batch axes, then sums them
+            wide, axes, total = step.wide_shape, step.reduce_axes, ops.sum
+            if step.swap:
+
+                def kernel(x: Any, y: Any) -> Any:
+                    return total(reshape(matmul(vy(y), vx(x)), wide), axes)
+
+            else:
+
+                def kernel(x: Any, y: Any) -> Any:
+                    return total(reshape(matmul(vx(x), vy(y)), wide), axes)
+
+        elif step.swap:
 
             def kernel(x: Any, y: Any) -> Any:
                 return reshape(matmul(vy(y), vx(x)), shape)

@@ -26,7 +26,7 @@ from ..matmul_model import (
 )
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
-from .lowering import _permutation, broadcast_step_ns, lower_candidates
+from .lowering import _permutation, broadcast_step_ns, lower_candidates, reduce_ns
 from .memory import (
     BLOCK_HEADROOM,
     _limit_for,
@@ -148,6 +148,8 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL,
             + model.matmul_ns(calls, rows, nk, cols))
     if q.transposed and calls > 1:
         cost += model.batched_right_transpose_ns(calls, rows, cols)
+    if step.reduce:
+        return cost + reduce_ns(result * size_of(step.reduce, ext), result, final, model)
     return cost + (model.result_buffer_ns(result) if final else model.fresh_buffer_ns(result))
 
 

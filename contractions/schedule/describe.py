@@ -29,7 +29,8 @@ class ExplainedStep:
     Labels are spelled with the expansion's symbols.  ``einsum`` is the local letter string of
     an ``'einsum'`` step, ``layout`` how a ``'matmul'`` step presents its two factors
     (``'view'``, ``'T-view'``: transposed, no copy, or ``'copy'``).  ``cost_ns`` is the modelled
-    time; ``hoisted``: the step runs once, before the blocks (it carries no cut label).
+    time; ``hoisted``: the step runs once, before the blocks (it carries no cut label);
+    ``reduce``: contracted labels the product runs as batch labels and sums after.
     """
 
     number: int
@@ -46,13 +47,15 @@ class ExplainedStep:
     einsum: str | None = None
     layout: tuple[str, str] | None = None
     hoisted: bool = False
+    reduce: str = ""
 
     def __str__(self) -> str:
         detail = f" {self.einsum!r}" if self.kernel == "einsum" else ""
         if self.layout is not None:
             detail = f" [{self.layout[0]} @ {self.layout[1]}]"
+        summed = f" (as batch, then summed: {self.reduce})" if self.reduce else ""
         return (f"step {self.number}: {self.operands} {self.kernel}{detail} {self.x_labels},{self.y_labels}"
-                f"->{self.result} batch {self.batch} contract {self.contract}; "
+                f"->{self.result} batch {self.batch} contract {self.contract}{summed}; "
                 f"result {self.result_shape}; {self.flops:,} FLOPs; model {self.cost_ns / 1e3:.3g} us")
 
 
@@ -76,7 +79,7 @@ def explained_steps(schedule: Schedule, name: Callable[[int], str] = str) -> tup
             contract=labels(step.contract), result_shape=step.result_shape, flops=step.flops,
             cost_ns=step.cost_ns, einsum=step.einsum if kernel == "einsum" else None,
             layout=None if lay is None else (form(lay.left), form(lay.right)),
-            hoisted=n - 1 in hoisted))
+            hoisted=n - 1 in hoisted, reduce="".join(name(lab) for lab in step.reduce)))
     return tuple(records)
 
 

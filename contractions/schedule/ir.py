@@ -75,6 +75,10 @@ class Step:
     * ``'einsum'``: one einsum call on the local letter string ``einsum`` (on ``x_view(x)`` and
       ``y_view(y)`` when they are set: an outer product made contiguous first).
 
+    ``reduce``: contracted labels the ``'matmul'`` runs as batch labels instead (so that no
+    operand is gathered) and sums after: the product, reshaped to ``wide_shape``, is summed
+    over its axes ``reduce_axes`` into ``result``.  Empty for every other step.
+
     ``cost_ns`` is the modelled time, ``flops`` opt_einsum's count for the step.
     """
 
@@ -95,6 +99,9 @@ class Step:
     layout: MatmulLayout | None
     cost_ns: float
     flops: int
+    reduce: Labels = ()
+    reduce_axes: tuple[int, ...] = ()
+    wide_shape: Shape = ()
 
     @property
     def result_size(self) -> int:

@@ -15,6 +15,7 @@ from ..matmul_model import (
     LAYOUT_MEMORY_WORTH,
     NUMPY_MODEL,
     CostModel,
+    MatmulLayout,
     best_matmul_layout,
     direct_ns,
     einsum_step_ns,
@@ -162,6 +163,42 @@ def _broadcast_kernel(order: Labels, lx: Labels, ly: Labels, extents: dict[int, 
     return "multiply"
 
 
+def reduce_ns(wide: int, result: int, final: bool, model: CostModel) -> float:
+    """Modelled time of summing a product of ``wide`` elements (promoted labels kept as batch
+    axes, `Step.reduce`) into its ``result``: the product's fresh buffer, one pass over it
+    (einsum's price for a multiply-add: a reduction reads and adds each element once), and
+    the result's buffer (the call's own when ``final``)."""
+    written = model.result_buffer_ns(result) if final else model.fresh_buffer_ns(result)
+    return model.fresh_buffer_ns(wide) + model.einsum_ns(wide) + written
+
+
+def _promotions(lx: Labels, ly: Labels, contract_set: set[int]) -> list[tuple[int, ...]]:
+    """Sets of contracted labels worth running as batch labels and summing after, to spare a
+    gather: those stored before every label the other side lacks, on both sides (for
+    'WCiab,WCjab->Cij', W: each (W, C) pair is then an (i x ab) @ (ab x j) product of views),
+    and the leading run of contracted labels both operands start with.  Never all of them
+    (a product with nothing to contract is an outer product)."""
+    def before_own(labels: Labels, other: Labels) -> tuple[int, ...]:
+        own = [k for k, lab in enumerate(labels) if lab not in other]
+        first = own[0] if own else len(labels)
+        return tuple(lab for lab in labels[:first] if lab in contract_set)
+
+    def leading(labels: Labels) -> tuple[int, ...]:
+        run = []
+        for lab in labels:
+            if lab not in contract_set:
+                break
+            run.append(lab)
+        return tuple(run)
+
+    found = []
+    for x_part, y_part in ((before_own(lx, ly), before_own(ly, lx)), (leading(lx), leading(ly))):
+        promoted = tuple(lab for lab in x_part if lab in y_part)
+        if promoted and len(promoted) < len(contract_set) and promoted not in found:
+            found.append(promoted)
+    return found
+
+
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
           extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
           model: CostModel = NUMPY_MODEL) -> Step:
@@ -213,6 +250,13 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     # The last step writes the call's result, which a caller's loop reuses warm.
     result_ns = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
     matmul_ns = layout.cost + result_ns(size_of(tuple(kept), extents))
+    if (layout.left.copy or layout.right.copy) and left and right:
+        # A gather might be spared by running some contracted labels as batch labels and
+        # summing them after (`Step.reduce`): kept where the model prices it lower.
+        promoted = _promoted_step(operands, lx, ly, batch_set, contract_set, kept, extents, final,
+                                  model, common, matmul_ns)
+        if promoted is not None:
+            return promoted
     far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
     # A stack of dot products goes to einsum's loop unless its dots are long and no copy is
     # needed (`DOT_MATMUL_MIN_LENGTH`, measured).
@@ -240,6 +284,16 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
                         result_shape=shape, kernel="einsum", einsum=subscripts, x_view=None,
                         y_view=None, swap=False, layout=None, cost_ns=einsum_ns)
 
+    x_view, y_view, result = _matmul_views(lx, ly, layout, extents)
+    return Step(**common, batch=layout.batch, contract=layout.contract, result=result,
+                result_shape=tuple(extents[lab] for lab in result), kernel="matmul", einsum=None,
+                x_view=x_view, y_view=y_view, swap=layout.swap, layout=layout, cost_ns=matmul_ns)
+
+
+def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
+                  extents: dict[int, int]) -> tuple[View, View, Labels]:
+    """The views presenting ``lx`` and ``ly`` as ``layout``'s two factors, and the labels of
+    the product (batch, the spread labels, then the rows and columns)."""
     lp, lq = (ly, lx) if layout.swap else (lx, ly)
     b, c, p, q = layout.batch, layout.contract, layout.left, layout.right
     ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
@@ -249,11 +303,37 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     right_stack = (*ext(b), *(1 for _ in p.spread), *ext(q.spread))
     view_p = _factor_view(lp, b + p.spread, left_stack, p.free, c, p, extents)
     view_q = _factor_view(lq, b + q.spread, right_stack, c, q.free, q, extents)
-    result = b + p.spread + q.spread + p.free + q.free
     x_view, y_view = (view_q, view_p) if layout.swap else (view_p, view_q)
-    return Step(**common, batch=b, contract=c, result=result, result_shape=ext(result),
+    return x_view, y_view, b + p.spread + q.spread + p.free + q.free
+
+
+def _promoted_step(operands: tuple[int, int], lx: Labels, ly: Labels, batch_set: set[int],
+                   contract_set: set[int], kept: set[int], extents: dict[int, int],
+                   final: Labels | None, model: CostModel, common: dict[str, Any],
+                   to_beat: float) -> Step | None:
+    """The cheapest matmul step with some contracted labels promoted to batch labels and
+    summed after (`_promotions`), if the model prices it below ``to_beat``."""
+    best: tuple[float, MatmulLayout, tuple[int, ...]] | None = None
+    result_size = size_of(tuple(kept), extents)
+    for promoted in _promotions(lx, ly, contract_set):
+        layout = best_matmul_layout(lx, ly, batch_set | set(promoted), contract_set - set(promoted),
+                                    extents, None, model)
+        wide = result_size * size_of(promoted, extents)
+        cost = layout.cost + reduce_ns(wide, result_size, final is not None, model)
+        if cost < to_beat and (best is None or cost < best[0]):
+            best = (cost, layout, promoted)
+    if best is None:
+        return None
+    cost, layout, promoted = best
+    x_view, y_view, wide_labels = _matmul_views(lx, ly, layout, extents)
+    result = tuple(lab for lab in wide_labels if lab not in promoted)
+    ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
+    return Step(**common, batch=tuple(lab for lab in layout.batch if lab not in promoted),
+                contract=tuple(promoted) + layout.contract, result=result, result_shape=ext(result),
                 kernel="matmul", einsum=None, x_view=x_view, y_view=y_view, swap=layout.swap,
-                layout=layout, cost_ns=matmul_ns)
+                layout=layout, cost_ns=cost, reduce=tuple(promoted),
+                reduce_axes=tuple(k for k, lab in enumerate(wide_labels) if lab in promoted),
+                wide_shape=ext(wide_labels))
 
 
 # ------------------------------------------------------------------------------ schedules

@@ -72,7 +72,8 @@ def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
     ``steps`` through ``alive`` (token -> (elements held, maybe strided)); the peak elements.
 
     Counted: converted copies, preparation sums, the copies a step makes (sums of private
-    axes, gathers, contiguous copies of strided inputs), results waiting to be consumed, and
+    axes, gathers, contiguous copies of strided inputs, a product before its promoted labels
+    are summed: `Step.reduce`), results waiting to be consumed, and
     the last step's result when it is not the output itself (a block's result, or a result
     that the final reshape copies).  ``retained``: buffers a scratch pool keeps once made,
     ``(k, 0)``/``(k, 1)`` step ``k``'s copy of its left/right input and ``(k, 2)`` its result,
@@ -114,6 +115,8 @@ def _simulate(schedule: Schedule, ext: dict[int, int], operands: Sequence[int],
                     live += size
         result = size_of(step.result, ext)
         kept = result if k != last else 0
+        if step.reduce:   # the product before its promoted labels are summed, beside the sum
+            live += size_of(step.reduce, ext) * result
         if (k, 2) in retained:
             scratch, kept = scratch + (0 if preheld else result), 0
             if k == last:
@@ -200,7 +203,7 @@ def scratch_sites(schedule: Schedule, min_elements: int) -> tuple[tuple[int, int
                 candidates.append((size, (k, role)))
                 sizes[k, role] = size
         size = size_of(step.result, at)
-        if step.kernel == "matmul" and k != last and size >= min_elements:
+        if step.kernel == "matmul" and not step.reduce and k != last and size >= min_elements:
             candidates.append((size, (k, 2)))
             sizes[k, 2] = size
     bound = peak(frozenset())
