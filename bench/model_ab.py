@@ -20,7 +20,8 @@ matmul factor (before decision 34), ``--without before-threads`` prices large pr
 single-threaded (before decision 35), ``--without before-gather-passes`` breaks ties between
 layouts without `gather_passes` (before decision 37), ``--without before-hard-gather`` prices
 every gather flat (before decision 38), ``--without before-warm-result`` prices the call's
-result as a fresh buffer and its Python as free (before decision 43).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
+result as a fresh buffer and its Python as free (before decision 43), ``--without
+before-promote`` gathers rather than summing promoted labels after (before decision 45).  The variant ``--without memory`` zeroes the memory terms of `matmul_model` (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -82,6 +83,8 @@ VARIANTS = {
     # before decision 43: the call's result priced as a fresh buffer, no Python per call/step
     "before-warm-result": replace(NUMPY_MODEL, warm_result_max_elements=0, ns_per_call=0.0,
                                   ns_per_step=0.0),
+    # before decision 45: a product that gathers never runs contracted labels as batch labels
+    "before-promote": replace(NUMPY_MODEL, promote_contracted=False),
     # a candidate after decision 40: copies priced warm, as kept scratch buffers run (0.6 ns an
     # element, the strided copy without first-touch page faults; measured, not kept)
     "warm-copies": replace(NUMPY_MODEL, ns_per_copied_element=0.6),

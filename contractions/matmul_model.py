@@ -856,6 +856,10 @@ class CostModel(Protocol):
         """Shortest stacked dot product (no free axis on either side) that runs as stacked
         matmuls rather than one einsum loop, when no copy is needed for it."""
 
+    def promotes_contracted(self) -> bool:
+        """Whether a product that would gather an operand may instead run some contracted
+        labels as batch labels and sum them after (`Step.reduce`), where priced lower."""
+
     def block_ns(self, steps: int) -> float:
         """Python overhead of one block running ``steps`` steps."""
 
@@ -924,6 +928,7 @@ class NumpyCostModel:
     einsum_vector_step_max_macs: int = EINSUM_VECTOR_STEP_MAX_MACS
     min_dot_matmul_length: int = DOT_MATMUL_MIN_LENGTH
     permuted_within_einsum_min_elements: int = PERMUTED_WITHIN_EINSUM_ELEMENTS
+    promote_contracted: bool = True
     ns_per_block: float = NS_PER_BLOCK
     ns_per_block_step: float = NS_PER_BLOCK_STEP
     ns_per_call: float = NS_PER_CALL
@@ -987,6 +992,9 @@ class NumpyCostModel:
 
     def permuted_within_einsum_elements(self) -> int:
         return self.permuted_within_einsum_min_elements
+
+    def promotes_contracted(self) -> bool:
+        return self.promote_contracted
 
     def block_ns(self, steps: int) -> float:
         return self.ns_per_block + self.ns_per_block_step * steps

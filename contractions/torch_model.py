@@ -195,6 +195,9 @@ class TorchCostModel:
     def result_buffer_ns(self, elements: int) -> float:
         return self.steps_model.result_buffer_ns(elements)
 
+    def promotes_contracted(self) -> bool:
+        return self.steps_model.promotes_contracted()
+
     def call_ns(self, steps: int) -> float:
         # one eager torch operation per step (and the call's own): torch's dispatch, not numpy's
         return self.ns_per_op * (steps + 1)

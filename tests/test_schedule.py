@@ -37,8 +37,9 @@ from contractions import (
 from contractions.backends import backend_for, scratch
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
-from contractions.matmul_model import fresh_buffer_ns
+from contractions.matmul_model import NUMPY_MODEL, fresh_buffer_ns
 from contractions.schedule import DEFAULT_LIMIT_FLOOR, describe_schedule, schedule_labels
+from contractions.schedule.describe import explained_steps
 from contractions.testing.oracle import loop_contract
 
 from ._strategies import grouped_problems, hand_expand, needed_supplements, random_operands
@@ -384,7 +385,9 @@ def test_contracted_labels_stored_outside_run_as_batch_and_are_summed_after():
     # operands (W is not next to a and b); with W as a batch label each (W, C) pair is an
     # (i x ab) @ (ab x j) product of views, and the stack is summed over W after.
     plan = make_plan("WCiab,WCjab->Cij", ((6, 6, 8, 8, 6, 6, 6),) * 2, (("W", 2),))
-    (step,) = make_schedule(plan, memory_limit=None).steps
+    # (the model's cache-dependent terms pinned, not read from this host)
+    model = replace(NUMPY_MODEL, memory_threshold=1 << 20, gather_window=1 << 17)
+    (step,) = make_schedule(plan, memory_limit=None, cost_model=model).steps
     w = plan.expansion.inputs[0][:2]
     assert step.kernel == "matmul" and step.reduce == w
     assert not step.x_view.gather and not step.y_view.gather
@@ -392,12 +395,17 @@ def test_contracted_labels_stored_outside_run_as_batch_and_are_summed_after():
     assert step.result_shape == (8, 8, 6, 6) and set(w) <= set(step.contract)
     x, y = (seeded("promote", k).standard_normal((6, 6, 8, 8, 6, 6, 6)) for k in range(2))
     close(contract("WCiab,WCjab->Cij", x, y, len_W=2), np.einsum("wvcdiab,wvcdjab->cdij", x, y))
-    # the product before its sum is counted in the peak, and explain says what is summed
-    assert make_schedule(plan, memory_limit=None).peak_extra == 6 * 6 * 8 * 8 * 6 * 6
-    assert "(as batch, then summed: AB)" in explain("WCiab,WCjab->Cij", x, y, len_W=2)
-    # where nothing needs a gather, nothing is promoted
+    # the product before its sum is counted in the peak, and the step's record says what is summed
+    schedule = make_schedule(plan, memory_limit=None, cost_model=model)
+    assert schedule.peak_extra == 6 * 6 * 8 * 8 * 6 * 6
+    (record,) = explained_steps(schedule, plan.expansion.symbols.__getitem__)
+    assert record.reduce == "AB" and "(as batch, then summed: AB)" in str(record)
+    # where nothing needs a gather nothing is promoted, nor where the model is told not to
     plain = make_plan("Ciab,Cjab->Cij", ((64, 6, 6, 6),) * 2, ())
-    assert all(not s.reduce for s in make_schedule(plain).steps)
+    assert all(not s.reduce for s in make_schedule(plain, cost_model=model).steps)
+    without = replace(model, promote_contracted=False)
+    (gathering,) = make_schedule(plan, memory_limit=None, cost_model=without).steps
+    assert not gathering.reduce and (gathering.x_view.gather or gathering.y_view.gather)
 
 
 def test_small_problem_is_one_direct_einsum_and_false_forces_it():

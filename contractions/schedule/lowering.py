@@ -250,7 +250,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     # The last step writes the call's result, which a caller's loop reuses warm.
     result_ns = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
     matmul_ns = layout.cost + result_ns(size_of(tuple(kept), extents))
-    if (layout.left.copy or layout.right.copy) and left and right:
+    if (layout.left.copy or layout.right.copy) and left and right and model.promotes_contracted():
         # A gather might be spared by running some contracted labels as batch labels and
         # summing them after (`Step.reduce`): kept where the model prices it lower.
         promoted = _promoted_step(operands, lx, ly, batch_set, contract_set, kept, extents, final,
