@@ -253,8 +253,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     if (layout.left.copy or layout.right.copy) and left and right and model.promotes_contracted():
         # A gather might be spared by running some contracted labels as batch labels and
         # summing them after (`Step.reduce`): kept where the model prices it lower.
-        promoted = _promoted_step(operands, lx, ly, batch_set, contract_set, kept, extents, final,
-                                  model, common, matmul_ns)
+        promoted = _promoted_step(lx, ly, batch_set, contract_set, kept, extents, final, model,
+                                  common, matmul_ns)
         if promoted is not None:
             return promoted
     far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
@@ -307,7 +307,7 @@ def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
     return x_view, y_view, b + p.spread + q.spread + p.free + q.free
 
 
-def _promoted_step(operands: tuple[int, int], lx: Labels, ly: Labels, batch_set: set[int],
+def _promoted_step(lx: Labels, ly: Labels, batch_set: set[int],
                    contract_set: set[int], kept: set[int], extents: dict[int, int],
                    final: Labels | None, model: CostModel, common: dict[str, Any],
                    to_beat: float) -> Step | None:
