@@ -27,7 +27,7 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .caching import byte_bounded_cache
+from .caching import byte_bounded_cache, weight
 from .compat import (
     apply_order,
     backend_name,
@@ -49,12 +49,14 @@ from .schedule import (
     STRIDED,
     ExplainedGroup,
     Explanation,
+    FirstCall,
     Schedule,
     _checked_path,
     explained_steps,
     make_schedule,
     normalise_optimize,
 )
+from .schedule.tiers import first_schedule, remember_full
 from .solver import identifiability, solve_call
 
 if TYPE_CHECKING:
@@ -148,18 +150,57 @@ def _planned_once(subscripts: str, shapes: tuple[tuple[int, ...], ...],
 def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              options: BackendOptions, limit: Any = "default",
-             layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
+             layouts: tuple[int, ...] | None = None, tiered: bool = False) -> Callable[..., Any]:
+    """The runner: plan (in a cheap tier when ``tiered``: `schedule.tiers`), compile, and wrap
+    it for other operand layouts (numpy) and for the full search to come (a cheap tier)."""
     module = load(backend)
     if _framework_path(backend, optimize):
         # The framework picks the path itself (JAX: jnp.einsum's own 'auto', which XLA runs
         # fastest); no schedule is built, so a new shape costs only parse/solve/expand/plan.
         return module.compile(make_plan(subscripts, shapes, supplements), None, options)
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
-                              backend.uses_einsum, backend.cost_model)
+    upgrade_after = 0
+    if tiered:
+        plan = make_plan(subscripts, shapes, supplements)
+        first = first_schedule(plan, optimize, backend.uses_einsum, limit, layouts,
+                               backend.cost_model or NUMPY_MODEL)
+        schedule, upgrade_after = first.schedule, first.upgrade_after
+    else:
+        plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
+                                  backend.uses_einsum, backend.cost_model)
+        remember_full(plan, schedule, optimize, backend.uses_einsum, layouts,
+                      backend.cost_model or NUMPY_MODEL)
     run = module.compile(plan, schedule, options)
     if layouts is None and backend is _NUMPY and _layout_matters(schedule):
-        return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
+        run = _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
+    if upgrade_after:
+        def full() -> Callable[..., Any]:
+            return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
+                           layouts, tiered=False)
+        return _Provisional(run, upgrade_after, full)
     return run
+
+
+class _Provisional:
+    """A cheap tier's runner (`schedule.tiers`): it counts the calls of its shape and, on the
+    ``upgrade_after``-th, runs the full search and hands the full runner to the hot dicts that
+    hold this one (so later calls reach it directly)."""
+
+    __slots__ = ("run", "calls", "upgrade_after", "full", "homes")
+
+    def __init__(self, run: Callable[..., Any], upgrade_after: int,
+                 full: Callable[[], Callable[..., Any]]) -> None:
+        self.run, self.calls, self.upgrade_after, self.full = run, 0, upgrade_after, full
+        self.homes: list[tuple[dict[Any, Any], Any]] = []
+
+    def __call__(self, *arrays: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.upgrade_after:
+            self.run = self.full()
+            for home, key in self.homes:
+                if home.get(key) is self:
+                    home[key] = self.run
+            self.homes = []
+        return self.run(*arrays)
 
 
 def _framework_path(backend: Backend, optimize: Any) -> bool:
@@ -167,8 +208,14 @@ def _framework_path(backend: Backend, optimize: Any) -> bool:
     return backend.plans_own_path and isinstance(optimize, str) and optimize == "auto"
 
 
+def _caller_parts(args: tuple[Any, ...]) -> int:
+    """The weight of `_compile`'s arguments that come from the caller (the subscripts, shapes,
+    supplements, optimize= and layouts); the backend entry and options are shared."""
+    return weight(args[1:5]) + weight(args[7])
+
+
 _compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES,
-                               weigh_results=False)(_compile)
+                               weigh_results=False, weigh_args=_caller_parts)(_compile)
 
 
 def _layout_matters(schedule: Schedule) -> bool:
@@ -193,7 +240,7 @@ def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,
             if a.dtype != dtype or not a.flags.c_contiguous:
                 layouts = _layouts_of(arrays, options)
                 return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
-                               layouts)(*arrays)
+                               layouts, tiered=True)(*arrays)
         return run(*arrays)
 
     return guarded
@@ -213,17 +260,21 @@ def _layouts_of(arrays: Sequence[Any], options: BackendOptions) -> tuple[int, ..
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
             supplements: tuple[tuple[str, int], ...], optimize: Any,
             options: BackendOptions, limit: Any = "default",
-            layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
+            layouts: tuple[int, ...] | None = None, tiered: bool = False) -> Callable[..., Any]:
+    """The cached runner of a call (``tiered``: a call of `contract`'s own, planned in the
+    cheapest sound tier; else the full search, as for `contract_expression`)."""
     limit = _backend_limit(backend, limit)
     if backend is not _NUMPY:
         layouts = None
     try:
-        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
+        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
+                         tiered)
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
+    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
+                    tiered)
 
 
 def _backend_limit(backend: Backend, limit: Any) -> Any:
@@ -503,7 +554,7 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_dtypes(operands)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
-    run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
+    run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS, tiered=True)
     # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
     # the operands and re-plans for theirs: see `_guarded`)
     _remember(_HOT, key, subscripts, run)
@@ -518,6 +569,8 @@ def _remember(hot: dict[tuple[Any, ...], Callable[..., Any]], key: tuple[Any, ..
         if len(hot) >= HOT_CACHE_SIZE:
             hot.clear()
         hot[key] = run
+        if type(run) is _Provisional:
+            run.homes.append((hot, key))
 
 
 # The hot path of the other array libraries (JAX, torch, ...): default options, keyed on
@@ -556,7 +609,8 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     optimize = _checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
-    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
+    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
+                  tiered=True)
     if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
         _remember(_FOREIGN_HOT, hot_key, subscripts, run)
     if out is None:
@@ -976,6 +1030,7 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
         state = "determined" if not info.needs_supplement else info.describe()
     runs = tuple("".join(r) for r in info.runs if len(r) > 1)
     plan: Plan | None = None
+    first_call: FirstCall | None = None
     if backend is not None:
         chosen = _checked_backend(backend)
     elif any(hasattr(item, "shape") for item in shapes_or_operands):
@@ -992,6 +1047,13 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
         else:
             layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
                        if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
+            if opt == "auto":  # before the full search below, which a later first call would reuse
+                first = first_schedule(make_plan(subscripts, shapes, supplements), opt,
+                                       chosen.uses_einsum, limit, layouts, chosen.cost_model or NUMPY_MODEL,
+                                       remember=False)
+                if first.search_ns:  # (one einsum call has nothing to search: no line)
+                    first_call = FirstCall(first.tier, first.search_ns, first.schedule.path,
+                                           first.schedule.cost_ns, first.upgrade_after)
             plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
                                       chosen.uses_einsum, chosen.cost_model)
         exp, lengths = plan.expansion, plan.lengths
@@ -1027,7 +1089,8 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
     return replace(reported, strategy=schedule.strategy, blocking=schedule.blocking,
                    steps=explained_steps(schedule, exp.readable_symbol),
                    peak_extra=schedule.peak_extra, memory_limit=schedule.memory_limit,
-                   cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None)
+                   cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None,
+                   first_call=first_call)
 
 
 def _framework_explanation(base: Explanation, backend: Backend, module: Any, plan: Plan) -> Explanation:

@@ -32,7 +32,7 @@ from ..matmul_model import (
     CostModel,
 )
 from .blocking import MAX_BLOCKS, make_schedule, schedule_labels
-from .describe import ExplainedGroup, ExplainedStep, Explanation, explained_steps
+from .describe import ExplainedGroup, ExplainedStep, Explanation, FirstCall, explained_steps
 from .describe import describe_schedule as describe_schedule
 from .ir import CONVERTED, EINSUM_LETTERS, FORTRAN, STRIDED, Finish, Preparation, Schedule, Step, View
 from .ir import Blocking as Blocking
@@ -62,6 +62,7 @@ __all__ = [
     "ExplainedGroup",
     "ExplainedStep",
     "Explanation",
+    "FirstCall",
     "explained_steps",
     "Finish",
     "Preparation",

@@ -456,17 +456,24 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     schedule = schedule_labels(exp.inputs, exp.output, plan.shapes, optimize,
                                use_einsum=use_einsum, memory_limit=memory_limit,
                                extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
-    # The model may price the steps against one einsum call along a path (torch: one C++ call
-    # instead of a Python dispatch per operation); the schedule then says to run that call.
+    one_call = as_one_einsum(schedule, optimize, cost_model)
+    if one_call is not schedule:
+        return one_call
+    if optimize != "auto":
+        return schedule   # an explicit path or optimizer: run it as asked
+    # Here, not in `schedule_labels`: the blocks' own schedules come from there, unblocked.
+    return _cache_blocked(schedule, use_einsum, cost_model)
+
+
+def as_one_einsum(schedule: Schedule, optimize: Any, cost_model: CostModel) -> Schedule:
+    """``schedule`` as one einsum call along its path where the model prices that call below
+    the steps (torch: one C++ call instead of a Python dispatch per operation); else itself."""
     if schedule.strategy == "pairwise" and schedule.blocking is None and schedule.einsum is not None:
         path = cost_model.one_einsum_path(schedule, optimize)
         if path is not None:
             return replace(schedule, strategy="direct", preparations=(), steps=(), path=path,
                            finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
-    if optimize != "auto":
-        return schedule   # an explicit path or optimizer: run it as asked
-    # Here, not in `schedule_labels`: the blocks' own schedules come from there, unblocked.
-    return _cache_blocked(schedule, use_einsum, cost_model)
+    return schedule
 
 
 def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Schedule:

@@ -16,6 +16,7 @@ from ..matmul_model import (
     NUMPY_MODEL,
     CostModel,
     MatmulLayout,
+    _presented,
     best_matmul_layout,
     direct_ns,
     einsum_step_ns,
@@ -201,8 +202,12 @@ def _promotions(lx: Labels, ly: Labels, contract_set: set[int]) -> list[tuple[in
 
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
           extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
-          model: CostModel = NUMPY_MODEL) -> Step:
-    """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
+          model: CostModel = NUMPY_MODEL, follow: Step | None = None) -> Step:
+    """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``.
+
+    ``follow``: a step of the same labels planned at other extents, whose decisions (kernel,
+    result order, layout, promoted labels) are taken as they are and priced at these extents
+    instead of searched again (`lower_following`)."""
     x_labels, y_labels = lx, ly
     # Labels only one side has and nobody needs later are summed first.
     sum_x = tuple(a for a, lab in enumerate(lx) if lab not in ly and lab not in keep)
@@ -223,11 +228,13 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     if not contract_set:
         # Nothing to sum: an outer/elementwise product of broadcast views, or of an outer
         # product einsum's loop where the model prices that lower.
-        order = _preferred_order(lx, ly, kept, final, extents)
+        order = follow.result if follow is not None else _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
         cost = broadcast_step_ns(order, lx, ly, extents, model, final is not None)
         subscripts = _einsum_string((lx, ly), order) if use_einsum else None
-        if subscripts is not None and _broadcast_kernel(order, lx, ly, extents, model) == "einsum":
+        if subscripts is not None and (
+                follow.kernel == "einsum" if follow is not None
+                else _broadcast_kernel(order, lx, ly, extents, model) == "einsum"):
             # Strided inputs (a block's slices, a caller's transposed array) are made contiguous
             # first: einsum's loop over them walks more axes, and ran a block 2.1x slower than
             # on copies of its slices, which cost a twentieth of that (decision 33); the inputs
@@ -241,6 +248,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
                     swap=False, layout=None, cost_ns=cost)
 
+    if follow is not None:
+        return _followed_step(follow, lx, ly, kept, extents, final, model, common)
     layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
     nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
     needs_copy = layout.left.copy or layout.right.copy
@@ -288,6 +297,45 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     return Step(**common, batch=layout.batch, contract=layout.contract, result=result,
                 result_shape=tuple(extents[lab] for lab in result), kernel="matmul", einsum=None,
                 x_view=x_view, y_view=y_view, swap=layout.swap, layout=layout, cost_ns=matmul_ns)
+
+
+def _followed_step(follow: Step, lx: Labels, ly: Labels, kept: set[int], extents: dict[int, int],
+                   final: Labels | None, model: CostModel, common: dict[str, Any]) -> Step:
+    """``follow``'s contraction (an einsum or a matmul, promoted labels included) at these
+    extents: the same decisions, its views and price computed afresh."""
+    ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
+    if follow.kernel == "einsum":
+        cost = einsum_step_ns((lx, ly), follow.result, extents, model, final=final is not None)
+        return replace(follow, **common, result_shape=ext(follow.result), cost_ns=cost)
+    assert follow.layout is not None, follow
+    layout = price_layout(lx, ly, follow.layout, extents, final, model)
+    x_view, y_view, wide_labels = _matmul_views(lx, ly, layout, extents)
+    result_size = size_of(tuple(kept), extents)
+    if follow.reduce:
+        wide = result_size * size_of(follow.reduce, extents)
+        cost = layout.cost + reduce_ns(wide, result_size, final is not None, model)
+        return replace(follow, **common, result_shape=ext(follow.result), x_view=x_view,
+                       y_view=y_view, layout=layout, cost_ns=cost, wide_shape=ext(wide_labels))
+    written = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
+    return replace(follow, **common, result_shape=ext(follow.result), x_view=x_view, y_view=y_view,
+                   layout=layout, cost_ns=layout.cost + written(result_size))
+
+
+def price_layout(lx: Labels, ly: Labels, layout: MatmulLayout, extents: dict[int, int],
+                 final: Labels | None, model: CostModel) -> MatmulLayout:
+    """``layout`` (found at other extents) priced at these: its factors' gathers and reads and
+    the stacked products, as `best_matmul_layout` prices each layout it compares (ties aside)."""
+    lp, lq = (ly, lx) if layout.swap else (lx, ly)
+    window, last = model.gather_window_elements(), final is not None
+    _, _, p_ns, spread_p, rows, _ = _presented(lp, layout.batch, layout.contract, layout.left, True,
+                                               extents, model, size_of(lp, extents), window, last)
+    _, _, q_ns, spread_q, cols, _ = _presented(lq, layout.batch, layout.contract, layout.right, False,
+                                               extents, model, size_of(lq, extents), window, last)
+    calls = size_of(layout.batch, extents) * spread_p * spread_q
+    products = model.matmul_ns(calls, rows, size_of(layout.contract, extents), cols)
+    if layout.right.transposed and calls > 1:
+        products += model.batched_right_transpose_ns(calls, rows, cols)
+    return replace(layout, cost=p_ns + q_ns + products)
 
 
 def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
@@ -378,8 +426,11 @@ def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
 
 def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
           extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL,
-          memo: dict[Any, Step] | None = None) -> list[Step]:
-    """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
+          memo: dict[Any, Step] | None = None,
+          follow: tuple[Step, ...] | None = None) -> list[Step] | None:
+    """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise);
+    with ``follow``, the decisions of those steps at other extents (None where a step's
+    labels differ from its counterpart's)."""
     current = [p.labels for p in preps]
     output_set = set(final_order)
     steps: list[Step] = []
@@ -390,12 +441,18 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
             keep = set(output_set).union(*rest) if rest else set(output_set)
             final = final_order if not rest else None
-            # Candidate paths share most of their steps: price each distinct one once.
-            key = (current[i], current[j], frozenset(keep), final)
-            found = memo.get(key) if memo is not None else None
-            if found is None:
+            if follow is not None:
+                twin = follow[len(steps)] if len(steps) < len(follow) else None
+                if twin is None or (twin.x_labels, twin.y_labels) != (current[i], current[j]):
+                    return None
                 found = _step((i, j), current[i], current[j], keep, extents, final, use_einsum,
-                              model)
+                              model, twin)
+            else:
+                # Candidate paths share most of their steps: price each distinct one once.
+                key = (current[i], current[j], frozenset(keep), final)
+                memoised = memo.get(key) if memo is not None else None
+                found = memoised or _step((i, j), current[i], current[j], keep, extents, final,
+                                          use_einsum, model)
                 if memo is not None:
                     memo[key] = found
             step = found if found.operands == (i, j) else replace(found, operands=(i, j))
@@ -411,11 +468,14 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
               optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
               preps: list[Preparation] | None = None,
               layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL,
-              memo: dict[Any, Step] | None = None) -> Schedule:
+              memo: dict[Any, Step] | None = None,
+              follow: tuple[Step, ...] | None = None) -> Schedule | None:
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if preps is None:
         preps = _preparations(inputs, shapes, final_order)
-    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo)
+    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo, follow)
+    if steps is None:
+        return None
     labels = steps[-1].result if steps else preps[0].labels
     fresh = bool(steps) or any(p.sum_axes for p in preps)
     finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
@@ -436,9 +496,16 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                      optimize: Any = "auto", strategy: str | None = None, use_einsum: bool = True,
                      extents_by_label: tuple[int, ...] | None = None,
                      layouts: tuple[int, ...] | None = None,
-                     cost_model: CostModel = NUMPY_MODEL) -> list[Schedule]:
+                     cost_model: CostModel = NUMPY_MODEL, tier: str = "full",
+                     follow: Schedule | None = None) -> list[Schedule]:
     """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
     one direct schedule, or one pairwise schedule per candidate path.
+
+    ``tier`` says how much of the search a default ``optimize='auto'`` runs (`schedule.tiers`):
+    ``'full'`` prices every candidate path, ``'quick'`` only the one of fewest FLOPs, and
+    ``'reuse'`` takes ``follow`` (a pairwise schedule of the same labels at other extents)
+    with its path and its steps' decisions, priced at these extents (an empty list where its
+    steps do not fit these labels).
 
     >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
     ...                                   strategy='pairwise')][:2]
@@ -480,7 +547,17 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
         layouts = None
     preps = _preparations(inputs, shapes, final_order, layouts)
     terms = [p.labels for p in preps]
-    if optimize in ("auto", "direct"):
+    if optimize in ("auto", "direct") and tier == "reuse":
+        assert follow is not None and follow.strategy == "pairwise", follow
+        if tuple(terms) != tuple(p.labels for p in follow.preparations):
+            return []
+        followed = _pairwise(inputs, output, shapes, output_shape, extents, follow.path, "auto", naive,
+                             einsum, use_einsum, preps, layouts, cost_model, follow=follow.steps)
+        return [followed] if followed is not None else []
+    if optimize in ("auto", "direct") and tier == "quick":
+        paths = [_fewest_flops(terms, final_order, extents)]
+        name = "auto"
+    elif optimize in ("auto", "direct"):
         # Price every candidate order with the time model (FLOP-optimal ones included) and
         # keep the fastest modelled: FLOPs alone ignore copies, small-product BLAS speed and
         # the page faults of large fresh buffers.
@@ -490,5 +567,30 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
         paths = [_find_path(optimize, terms, final_order, extents)]
         name = _optimizer_name(optimize)
     memo: dict[Any, Step] = {}
-    return [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                      use_einsum, preps, layouts, cost_model, memo) for path in paths]
+    lowered = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
+                         use_einsum, preps, layouts, cost_model, memo) for path in paths]
+    return [schedule for schedule in lowered if schedule is not None]
+
+
+def _fewest_flops(terms: list[Labels], output: Labels,
+                  extents: dict[int, int]) -> tuple[tuple[int, ...], ...]:
+    """The candidate path of fewest FLOPs, counted without pricing any step: every pairwise
+    order up to four operands (the first of equal counts wins), opt_einsum's greedy path past
+    that (its auto/dp/cotengra searches cost more than a quick plan may spend)."""
+    if len(terms) > 4:
+        return _find_path("greedy", terms, output, extents)
+    if len(terms) <= 2:
+        return _candidate_paths(terms, output, extents)[0]
+    best, fewest = None, 0
+    for path in _candidate_paths(terms, output, extents):
+        current, total = list(terms), 0
+        for i, j in path:
+            rest = [t for k, t in enumerate(current) if k not in (i, j)]
+            keep = set(output).union(*rest)
+            both = tuple(dict.fromkeys(current[i] + current[j]))
+            total += _flop_count(both, any(lab not in keep for lab in both), 2, extents)
+            current = rest + [tuple(lab for lab in both if lab in keep)]
+        if best is None or total < fewest:
+            best, fewest = path, total
+    assert best is not None
+    return best
