@@ -191,13 +191,13 @@ def test_every_tier_computes_the_contraction(problem, step_a, step_b):
                                    rtol=1e-10, atol=1e-10)
         # followed at other extents (the same structure: no extent is 1 in either)
         followed = lower_candidates(exp.inputs, exp.output, plans[1].shapes, strategy="pairwise",
-                                    extents_by_label=plans[1].extents, tier="reuse", follow=schedule)
+                                    extents_by_label=plans[1].extents, tier="reuse", follow=(schedule,))
         assert len(followed) == 1 and followed[0].path == schedule.path
         np.testing.assert_allclose(compile_schedule(followed[0], NUMPY_OPS)(*arrays[1]), wants[1],
                                    rtol=1e-10, atol=1e-10)
         # ... and followed at its own extents, it is itself (prices aside: no tie-breaks)
         itself = lower_candidates(exp.inputs, exp.output, plans[0].shapes, strategy="pairwise",
-                                  extents_by_label=plans[0].extents, tier="reuse", follow=schedule)[0]
+                                  extents_by_label=plans[0].extents, tier="reuse", follow=(schedule,))[0]
         assert [dataclasses.replace(s, cost_ns=0.0, layout=None) for s in itself.steps] == [
             dataclasses.replace(s, cost_ns=0.0, layout=None) for s in schedule.steps]
         assert itself.peak_extra == schedule.peak_extra

@@ -16,7 +16,6 @@ from ..matmul_model import (
     NUMPY_MODEL,
     CostModel,
     MatmulLayout,
-    _presented,
     best_matmul_layout,
     direct_ns,
     einsum_step_ns,
@@ -206,8 +205,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``.
 
     ``follow``: a step of the same labels planned at other extents, whose decisions (kernel,
-    result order, layout, promoted labels) are taken as they are and priced at these extents
-    instead of searched again (`lower_following`)."""
+    result order, layout, promoted labels) are taken as they are, its price scaled by FLOPs,
+    instead of searched and priced again (the ``'reuse'`` tier of `lower_candidates`)."""
     x_labels, y_labels = lx, ly
     # Labels only one side has and nobody needs later are summed first.
     sum_x = tuple(a for a, lab in enumerate(lx) if lab not in ly and lab not in keep)
@@ -230,7 +229,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # product einsum's loop where the model prices that lower.
         order = follow.result if follow is not None else _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
-        cost = broadcast_step_ns(order, lx, ly, extents, model, final is not None)
+        cost = (_scaled(follow.cost_ns, flops, follow.flops) if follow is not None
+                else broadcast_step_ns(order, lx, ly, extents, model, final is not None))
         subscripts = _einsum_string((lx, ly), order) if use_einsum else None
         if subscripts is not None and (
                 follow.kernel == "einsum" if follow is not None
@@ -302,40 +302,19 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
 def _followed_step(follow: Step, lx: Labels, ly: Labels, kept: set[int], extents: dict[int, int],
                    final: Labels | None, model: CostModel, common: dict[str, Any]) -> Step:
     """``follow``'s contraction (an einsum or a matmul, promoted labels included) at these
-    extents: the same decisions, its views and price computed afresh."""
+    extents: the same decisions, its views computed afresh, its price scaled (`_scaled`)."""
     ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
+    cost = _scaled(follow.cost_ns, common["flops"], follow.flops)
     if follow.kernel == "einsum":
-        cost = einsum_step_ns((lx, ly), follow.result, extents, model, final=final is not None)
         return replace(follow, **common, result_shape=ext(follow.result), cost_ns=cost)
     assert follow.layout is not None, follow
-    layout = price_layout(lx, ly, follow.layout, extents, final, model)
+    layout = replace(follow.layout, cost=_scaled(follow.layout.cost, common["flops"], follow.flops))
     x_view, y_view, wide_labels = _matmul_views(lx, ly, layout, extents)
-    result_size = size_of(tuple(kept), extents)
     if follow.reduce:
-        wide = result_size * size_of(follow.reduce, extents)
-        cost = layout.cost + reduce_ns(wide, result_size, final is not None, model)
         return replace(follow, **common, result_shape=ext(follow.result), x_view=x_view,
                        y_view=y_view, layout=layout, cost_ns=cost, wide_shape=ext(wide_labels))
-    written = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
     return replace(follow, **common, result_shape=ext(follow.result), x_view=x_view, y_view=y_view,
-                   layout=layout, cost_ns=layout.cost + written(result_size))
-
-
-def price_layout(lx: Labels, ly: Labels, layout: MatmulLayout, extents: dict[int, int],
-                 final: Labels | None, model: CostModel) -> MatmulLayout:
-    """``layout`` (found at other extents) priced at these: its factors' gathers and reads and
-    the stacked products, as `best_matmul_layout` prices each layout it compares (ties aside)."""
-    lp, lq = (ly, lx) if layout.swap else (lx, ly)
-    window, last = model.gather_window_elements(), final is not None
-    _, _, p_ns, spread_p, rows, _ = _presented(lp, layout.batch, layout.contract, layout.left, True,
-                                               extents, model, size_of(lp, extents), window, last)
-    _, _, q_ns, spread_q, cols, _ = _presented(lq, layout.batch, layout.contract, layout.right, False,
-                                               extents, model, size_of(lq, extents), window, last)
-    calls = size_of(layout.batch, extents) * spread_p * spread_q
-    products = model.matmul_ns(calls, rows, size_of(layout.contract, extents), cols)
-    if layout.right.transposed and calls > 1:
-        products += model.batched_right_transpose_ns(calls, rows, cols)
-    return replace(layout, cost=p_ns + q_ns + products)
+                   layout=layout, cost_ns=cost)
 
 
 def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
@@ -397,7 +376,7 @@ def _extents_of(inputs: Sequence[Labels], shapes: Sequence[Shape]) -> dict[int, 
 def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
             output_shape: Shape, extents: dict[int, int], einsum: str,
             path: tuple[tuple[int, ...], ...], naive: int, optimizer: str,
-            model: CostModel = NUMPY_MODEL) -> Schedule:
+            model: CostModel = NUMPY_MODEL, follow: Schedule | None = None) -> Schedule:
     summed = {lab for term in inputs for lab in term} - set(output)
     # einsum returns a view for a pure transpose/diagonal of one operand: copy it then.
     finish = Finish(permutation=None, shape=output_shape, reshape=False,
@@ -405,7 +384,15 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
     return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
                     extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
                     optimizer=optimizer, flops=naive, naive_flops=naive,
-                    peak_extra=0, cost_ns=direct_ns(inputs, output, extents, model) + model.call_ns(1))
+                    peak_extra=0, cost_ns=(_scaled(follow.cost_ns, naive, follow.naive_flops)
+                                           if follow is not None else
+                                           direct_ns(inputs, output, extents, model) + model.call_ns(1)))
+
+
+def _scaled(cost_ns: float, flops: int, template_flops: int) -> float:
+    """A followed schedule's or step's price: its template's, scaled by their FLOPs (the reuse
+    tier prices nothing: the model's prices cost more than the arithmetic of a small call)."""
+    return cost_ns * flops / template_flops if template_flops else cost_ns
 
 
 def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
@@ -497,15 +484,16 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                      extents_by_label: tuple[int, ...] | None = None,
                      layouts: tuple[int, ...] | None = None,
                      cost_model: CostModel = NUMPY_MODEL, tier: str = "full",
-                     follow: Schedule | None = None) -> list[Schedule]:
+                     follow: Sequence[Schedule] = ()) -> list[Schedule]:
     """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
     one direct schedule, or one pairwise schedule per candidate path.
 
     ``tier`` says how much of the search a default ``optimize='auto'`` runs (`schedule.tiers`):
     ``'full'`` prices every candidate path, ``'quick'`` only the one of fewest FLOPs, and
-    ``'reuse'`` takes ``follow`` (a pairwise schedule of the same labels at other extents)
-    with its path and its steps' decisions, priced at these extents (an empty list where its
-    steps do not fit these labels).
+    ``'reuse'`` takes the schedule of ``follow`` (schedules of the same labels at other
+    extents) whose strategy these extents take, with its path and its steps' decisions, its
+    prices scaled by FLOPs (an empty list where none has that strategy or its steps do not
+    fit these labels).
 
     >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
     ...                                   strategy='pairwise')][:2]
@@ -539,6 +527,13 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                 f"a single einsum call takes at most {DIRECT_MAX_OPERANDS} operands here; this "
                 f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
         path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
+        known = [f for f in follow if f.strategy == "direct"] if tier == "reuse" else []
+        if known and optimize == "auto":
+            # a structure's one einsum call: its path is only what explain and JAX read
+            return [_direct(inputs, output, shapes, output_shape, extents, einsum, known[0].path,
+                            naive, "auto", cost_model, known[0])]
+        if tier == "reuse":
+            return []
         path = _find_path(path_by, list(inputs), output, extents)
         return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                         _optimizer_name(optimize), cost_model)]
@@ -548,11 +543,12 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
     preps = _preparations(inputs, shapes, final_order, layouts)
     terms = [p.labels for p in preps]
     if optimize in ("auto", "direct") and tier == "reuse":
-        assert follow is not None and follow.strategy == "pairwise", follow
-        if tuple(terms) != tuple(p.labels for p in follow.preparations):
+        known = [f for f in follow if f.strategy == "pairwise"]
+        if not known or tuple(terms) != tuple(p.labels for p in known[0].preparations):
             return []
-        followed = _pairwise(inputs, output, shapes, output_shape, extents, follow.path, "auto", naive,
-                             einsum, use_einsum, preps, layouts, cost_model, follow=follow.steps)
+        followed = _pairwise(inputs, output, shapes, output_shape, extents, known[0].path, "auto",
+                             naive, einsum, use_einsum, preps, layouts, cost_model,
+                             follow=known[0].steps)
         return [followed] if followed is not None else []
     if optimize in ("auto", "direct") and tier == "quick":
         paths = [_fewest_flops(terms, final_order, extents)]

@@ -9,8 +9,9 @@ for itself (dev/decisions.md, "Planning that pays for itself"):
 
 * ``'reuse'``: a schedule of the same structure (the same labels, the same extents of 1, the
   same operand layouts) was planned before at other extents: its path and its steps'
-  decisions (kernels, result orders, matmul layouts, promoted labels) are taken as they are and
-  priced at the new extents.  No search at all.
+  decisions (kernels, result orders, matmul layouts, promoted labels) are taken as they are,
+  their views computed for the new extents and their prices scaled by FLOPs.  No search and
+  no pricing at all.
 * ``'quick'``: nothing to reuse: the candidate path of fewest FLOPs is lowered alone, each of
   its steps searched as the full search would.
 * ``'full'``: every candidate priced, the memory limit met by another order or by blocks,
@@ -78,10 +79,11 @@ class FirstPlan:
     upgrade_after: int
 
 
-# The structures planned so far: a structure's key -> (its latest schedule, the tier that made
-# it).  A full search's schedule replaces a cheaper tier's, never the other way round.
-# Bounded like the other caches keyed on callers' strings: cleared when full.
-_TEMPLATES: dict[tuple[Any, ...], tuple[Schedule, str]] = {}
+# The structures planned so far: a structure's key -> its strategy ('direct' or 'pairwise') ->
+# (its latest schedule of that strategy, the tier that made it).  A full search's schedule
+# replaces a cheaper tier's, never the other way round.  Bounded like the other caches keyed
+# on callers' strings: cleared when full.
+_TEMPLATES: dict[tuple[Any, ...], dict[str, tuple[Schedule, str]]] = {}
 _LOCK = threading.Lock()
 
 
@@ -93,14 +95,16 @@ def _structure(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
 
 
 def _remember(key: tuple[Any, ...], schedule: Schedule, tier: str) -> None:
-    if schedule.strategy != "pairwise" or schedule.blocking is not None:
-        return  # only an unblocked pairwise schedule has decisions worth following
+    if schedule.blocking is not None:
+        return  # a blocked schedule's decisions are its blocks': none to follow at other extents
     with _LOCK:
-        if tier != "full" and key in _TEMPLATES and _TEMPLATES[key][1] == "full":
-            return
-        if len(_TEMPLATES) >= PLAN_CACHE_SIZE:
-            _TEMPLATES.clear()
-        _TEMPLATES[key] = (schedule, tier)
+        known = _TEMPLATES.get(key)
+        if known is None:
+            if len(_TEMPLATES) >= PLAN_CACHE_SIZE:
+                _TEMPLATES.clear()
+            known = _TEMPLATES[key] = {}
+        if tier == "full" or known.get(schedule.strategy, (None, ""))[1] != "full":
+            known[schedule.strategy] = (schedule, tier)
 
 
 def clear_templates() -> None:
@@ -155,21 +159,23 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     if normalise_optimize(optimize) != "auto" or 0 in plan.extents:
         return full()
     key = _structure(plan, layouts, use_einsum, cost_model)
-    known = _TEMPLATES.get(key)
+    known = tuple(schedule for schedule, _ in _TEMPLATES.get(key, {}).values())
     exp = plan.expansion
-    tier = "reuse" if known is not None else "quick"
+    tier = "reuse" if known else "quick"
     cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
-                             plan.extents, layouts, cost_model, tier=tier,
-                             follow=known[0] if known is not None else None)
-    if not cheap and tier == "reuse":  # the template did not fit these labels after all
+                             plan.extents, layouts, cost_model, tier=tier, follow=known)
+    if not cheap and tier == "reuse":  # none of this strategy, or it did not fit these labels
         tier = "quick"
         cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
                                  plan.extents, layouts, cost_model, tier=tier)
-    if len(cheap) != 1 or cheap[0].strategy != "pairwise":
-        # one einsum call (a small problem): every tier plans it alike, nothing to search
-        return FirstPlan(full_schedule(), "full", 0.0, 0)
     schedule = cheap[0]
     limit = _resolve_limit(memory_limit, plan.shapes, schedule.output_shape)
+    if schedule.strategy == "direct":
+        # one einsum call (a small problem): every tier plans it alike, nothing to search (its
+        # path, which only explain and JAX read, is the structure's where one was planned)
+        if remember and tier == "quick":
+            _remember(key, schedule, "full")
+        return FirstPlan(replace(schedule, memory_limit=limit), "full", 0.0, 0)
     if limit is not None and schedule.peak_extra > limit:
         return full()  # another order, or blocks: the full search's job
     upgrade_after = math.ceil(search / (SEARCH_FRACTION * max(schedule.cost_ns, 1.0)))
