@@ -33,9 +33,8 @@ from contractions import schedule as schedule_module
 from contractions.backends import scratch
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
-from contractions.schedule import tiers
 from contractions.matmul_model import NUMPY_MODEL
-from contractions.schedule import MAX_BLOCKS, describe_schedule, schedule_labels
+from contractions.schedule import MAX_BLOCKS, describe_schedule, schedule_labels, tiers
 from contractions.testing.oracle import loop_contract
 
 from ._strategies import grouped_problems, needed_supplements
