@@ -2,8 +2,8 @@
 
 - `clear_engine_caches`: forget every string and shape ``contract`` has planned, through the
   caches' own ``cache_clear`` (as bench/cold_plan.py does), found by walking the loaded
-  ``contractions`` modules rather than by naming them, so the scripts keep working when the
-  engine's caches move between modules.  The cost models' host measurements are kept: a program
+  ``contractions`` modules rather than by naming them (and calling the modules' own
+  ``clear_*`` functions), so the scripts keep working when the engine's caches move.  The cost models' host measurements are kept: a program
   that meets a new string has measured its host long before.
 - `renamed`: the same contraction under fresh letters, so that a "new string" is new to every
   cache, whatever it is keyed on.
@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import sys
 from collections.abc import Iterable, Mapping
@@ -34,9 +35,12 @@ KEPT_MODULES = frozenset({"contractions.matmul_model", "contractions.torch_model
 
 
 def clear_engine_caches() -> int:
-    """Clear every cache of the loaded ``contractions`` modules (lru and byte-bounded caches,
-    and the module-level ``*_HOT*`` dicts of compiled callables); returns how many were cleared."""
+    """Clear every cache of the loaded ``contractions`` modules: lru and byte-bounded caches,
+    the module-level ``*_HOT*`` dicts of compiled callables, and whatever a module's own
+    argument-free ``clear_*`` function forgets (planned structures, scratch buffers); returns
+    how many were cleared."""
     cleared = 0
+    called: set[int] = set()
     for name, module in list(sys.modules.items()):
         if module is None or name in KEPT_MODULES:
             continue
@@ -52,7 +56,20 @@ def clear_engine_caches() -> int:
             elif isinstance(value, dict) and "HOT" in attr:
                 value.clear()
                 cleared += 1
+            elif attr.startswith("clear_") and inspect.isfunction(value) and id(value) not in called \
+                    and _argument_free(value):
+                called.add(id(value))
+                value()
+                cleared += 1
     return cleared
+
+
+def _argument_free(func) -> bool:
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
 
 
 def renamed(subscripts: str, k: int, kwargs: Mapping[str, int] | None = None) -> tuple[str, dict[str, int]]:

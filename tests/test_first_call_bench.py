@@ -61,6 +61,22 @@ def test_clear_engine_caches_empties_them(bench):
     assert held() == 0
 
 
+def test_clear_engine_caches_finds_caches_wherever_they_live(bench, monkeypatch):
+    """A cache the helper was never told about: a module's own clear_* function and a hot dict."""
+    import types
+
+    cold_start = bench[0]
+    module = types.ModuleType("contractions._probe_for_test")
+    module._TEMPLATES = {"key": "schedule"}
+    module._HOT = {"key": "callable"}
+    module._REGISTRY = {"numpy": "backend"}  # not a cache: kept
+    module.clear_templates = lambda: module._TEMPLATES.clear()
+    module.clear_one = lambda key: module._REGISTRY.pop(key)  # needs an argument: never called
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    cold_start.clear_engine_caches()
+    assert module._TEMPLATES == {} and module._HOT == {} and module._REGISTRY == {"numpy": "backend"}
+
+
 def test_write_section_rewrites_only_its_own(bench, tmp_path):
     cold_start = bench[0]
     page = tmp_path / "page.md"
