@@ -394,6 +394,11 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
         ("benchmarks_cold_plan.md", "## Cold planning", "### Cold planning",
          "The cost of planning a new shape or a new string (`python bench/cold_plan.py`, page "
          "[benchmarks_cold_plan.md](benchmarks_cold_plan.md)):"),
+        ("benchmarks_first_call.md", None, None,
+         "First calls: a tensor-train loop whose shapes change on almost every call, timed pass by pass "
+         "against the hand-written code, and the first call of a new shape or a new string per vocabulary "
+         "string (`python bench/tt_loop.py`, `python bench/first_call.py`, page "
+         "[benchmarks_first_call.md](benchmarks_first_call.md)):"),
     ]
     for name, heading, demoted, intro in sections:
         page = HERE.parent / "docs" / name
