@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -157,9 +158,9 @@ class _Run:
         for _ in range(self.budget.passes):
             for index in self.rng.permutation(len(grid)):
                 a, b, bt, out = cases[index]
-                plain[index] = min(plain[index], self.time(lambda a=a, b=b, out=out: np.matmul(a, b, out=out)))
+                plain[index] = min(plain[index], self.time(functools.partial(np.matmul, a, b, out=out)))
                 if grid[index][0] > 1:
-                    t = self.time(lambda a=a, bt=bt, out=out: np.matmul(a, bt, out=out))
+                    t = self.time(functools.partial(np.matmul, a, bt, out=out))
                     transposed[index] = t if math.isnan(transposed[index]) else min(transposed[index], t)
         features = np.array([[1, c, c * m * k * n, c * (m * k + k * n + m * n)] for c, m, k, n in grid],
                             dtype=float)
@@ -190,7 +191,7 @@ class _Run:
             used = min(threads, macs // self.base.threaded_product_macs)
             if used < 2:
                 continue
-            seconds = self.time(lambda a=a, b=b, out=out: np.matmul(a, b, out=out))
+            seconds = self.time(functools.partial(np.matmul, a, b, out=out))
             speedup = model.matmul_ns(1, side, side, side) / (seconds * 1e9)
             gains.append((speedup - 1) / (used - 1))
         if gains:
@@ -202,7 +203,7 @@ class _Run:
             side = round((1 << power) ** 0.25)
             x = self.rng.standard_normal((side, side + 1, side, side + 2)).transpose(2, 0, 3, 1)
             elements.append(x.size)
-            seconds.append(self.time(lambda x=x: np.ascontiguousarray(x)))
+            seconds.append(self.time(functools.partial(np.ascontiguousarray, x)))
         (per,) = fit_relative(np.array(elements, dtype=float)[:, None], np.array(seconds))
         self.keep("ns_per_copied_element", per)
         # fresh pages: the same contiguous write into a new array and into a warm one; 40 MiB,
@@ -246,7 +247,7 @@ class _Run:
             subscripts = ",".join(letters[i:i + 2] for i in range(n)) + f"->{letters[0]}{letters[-1]}"
             operands = [self.rng.standard_normal((2, 2)) for _ in range(n)]
             program = contract_expression(subscripts, *[(2, 2)] * n, optimize=[(0, 1)] * (n - 1))
-            seconds.append(self.time(lambda program=program, ops=operands: program(*ops)))
+            seconds.append(self.time(functools.partial(program, *operands)))
             steps.append(n - 1)
         entry, step = fit_relative(np.array([[1, s] for s in steps], dtype=float), np.array(seconds))
         self.keep("ns_per_step", step)

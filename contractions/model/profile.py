@@ -29,6 +29,7 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -257,8 +258,9 @@ def builtin_profile(machine: Machine | None = None) -> Profile:
     """The built-in defaults with this machine's (or ``machine``'s) cache sizes and BLAS
     thread count: what an uncalibrated machine plans with."""
     machine = this_machine() if machine is None else machine
-    return replace(Profile(), blas_threads=max(1, machine.threads),
-                   **cache_prices(machine.l2_bytes, machine.l3_bytes, Profile.cache_blocks_per_l2))
+    caches = cache_prices(machine.l2_bytes, machine.l3_bytes, Profile.cache_blocks_per_l2)
+    return replace(Profile(), blas_threads=max(1, machine.threads), cache_elements=caches["cache_elements"],
+                   memory_threshold=caches["memory_threshold"], gather_window=caches["gather_window"])
 
 
 def user_profile_path() -> Path:
@@ -324,12 +326,11 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
                    source=source)
 
 
-def select_profile(environ: dict[str, str] | None = None) -> Profile:
+def select_profile(environ: Mapping[str, str] | None = None) -> Profile:
     """The profile to plan with: ``CONTRACTIONS_PROFILE``'s file, else the user's calibrated
     one, else `builtin_profile`.  A file that cannot be used warns once (`ProfileWarning`,
     naming it) and falls back to the built-in defaults."""
-    environ = os.environ if environ is None else environ
-    named = environ.get(ENVIRONMENT_VARIABLE, "")
+    named = (os.environ if environ is None else environ).get(ENVIRONMENT_VARIABLE, "")
     path = Path(named) if named else user_profile_path()
     if not named and not path.exists():
         return builtin_profile()
