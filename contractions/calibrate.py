@@ -43,7 +43,7 @@ from .model.host import this_machine
 from .model.numpy_prices import NumpyCostModel
 from .model.profile import Profile, builtin_profile
 
-__all__ = ["FULL", "QUICK", "TINY", "Budget", "best_seconds", "calibrate", "fit_relative"]
+__all__ = ["FULL", "QUICK", "TINY", "Budget", "best_seconds", "calibrate", "fit_relative", "fit_torch_prices"]
 
 #: Every array of a stack together (float64 elements): within two L2 caches of most machines,
 #: so the products run from cache (past it the memory prices take over).
@@ -278,3 +278,44 @@ def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
     log(f"measured in {time.perf_counter() - started:.0f} s")
     measured = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return replace(base, **run.prices, machine=machine, measured=measured, source="")
+
+
+def _nnls(a: np.ndarray, b: np.ndarray, rounds: int = 50) -> np.ndarray:
+    """Least squares with non-negative coefficients (active set; small problems only)."""
+    free = list(range(a.shape[1]))
+    coef = np.zeros(a.shape[1])
+    for _ in range(rounds):
+        sol = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+        if (sol >= 0).all():
+            coef[:] = 0
+            coef[free] = sol
+            return coef
+        free = [f for f, v in zip(free, sol) if v >= 0]
+    coef[:] = 0
+    coef[free] = np.clip(np.linalg.lstsq(a[:, free], b, rcond=None)[0], 0, None)
+    return coef
+
+
+def fit_torch_prices(rows: list[tuple[Any, float, float]], base: Profile) -> Profile:
+    """``base`` with its ``torch_*`` prices fitted to ``rows`` of (schedule, seconds of its
+    steps on torch, seconds of one torch.einsum along its path): non-negative least squares on
+    relative error over both routes (`TorchCostModel.steps_features`, ``einsum_features``: both
+    routes are linear in the prices).  ``bench/refit_torch_model.py`` measures the rows."""
+    from .torch_model import TorchCostModel
+
+    model = TorchCostModel(base)
+    design, target = [], []
+    for schedule, steps_s, einsum_s in rows:
+        ops, calls, copied, macs = model.steps_features(schedule)
+        design.append([ops, calls, 0.0, 0.0, macs, copied, 0.0])
+        target.append(steps_s * 1e9)
+        pairs, calls, pair_elements, macs = model.einsum_features(schedule)
+        design.append([0.0, calls, 1.0, pairs, macs, 0.0, pair_elements])
+        target.append(einsum_s * 1e9)
+    a, b = np.asarray(design), np.asarray(target)
+    coef = _nnls(a / b[:, None], np.ones_like(b))
+    copy = max(coef[5], 1e-6)
+    return replace(base, torch_ns_per_op=float(coef[0]), torch_ns_per_matmul_call=float(coef[1]),
+                   torch_ns_per_einsum_call=float(coef[2]), torch_ns_per_einsum_pair=float(coef[3]),
+                   torch_ns_per_mac=float(coef[4]), torch_ns_per_copied_element=float(coef[5]),
+                   torch_einsum_copy_share=float(min(coef[6] / copy, 4.0)))
