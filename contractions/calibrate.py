@@ -9,8 +9,9 @@ them, by least squares on relative error, as the development machine's prices we
   ``np.matmul`` call, fitted apart so it does not leak into them); the same stacks with a
   column-major right factor: ``ns_per_batched_right_transpose_element``;
 * large products, split over the BLAS threads in effect: ``thread_gain``;
-* gathers of a transposed view into a fresh array: ``ns_per_copied_element``; writes into fresh
-  pages against the same writes into warm ones: ``ns_per_fresh_element``;
+* writes into fresh pages against the same writes into warm ones: ``ns_per_fresh_element``;
+  gathers of a transposed view, plus that first touch: ``ns_per_copied_element`` (a copied
+  element's price holds its fresh page, as the model assumes);
 * reading an operand past the caches (full run only, where the last-level cache allows it):
   ``ns_per_streamed_element``;
 * numpy's einsum loop, contiguous and strided: ``ns_per_einsum_mac``, ``ns_per_strided_einsum_mac``;
@@ -198,21 +199,26 @@ class _Run:
             self.keep("thread_gain", float(np.median(gains)))
 
     def copies(self) -> None:
-        elements, seconds = [], []
-        for power in self.budget.copy_powers:
-            side = round((1 << power) ** 0.25)
-            x = self.rng.standard_normal((side, side + 1, side, side + 2)).transpose(2, 0, 3, 1)
-            elements.append(x.size)
-            seconds.append(self.time(functools.partial(np.ascontiguousarray, x)))
-        (per,) = fit_relative(np.array(elements, dtype=float)[:, None], np.array(seconds))
-        self.keep("ns_per_copied_element", per)
         # fresh pages: the same contiguous write into a new array and into a warm one; 40 MiB,
         # past glibc's largest dynamic mmap threshold (32 MiB), so every new array is fresh pages
         n = 5 << 20
         source, warm = self.rng.standard_normal(n), np.empty(n)
-        fresh_s = self.time(lambda: source.copy())
-        warm_s = self.time(lambda: np.copyto(warm, source))
+        fresh_s = self.time(source.copy)
+        warm_s = self.time(functools.partial(np.copyto, warm, source))
         self.keep("ns_per_fresh_element", (fresh_s - warm_s) * 1e9 / n)
+        fresh = self.prices.get("ns_per_fresh_element", self.base.ns_per_fresh_element)
+        # a gather: a transposed 4-d view copied into a warm buffer, plus the first touch of the
+        # fresh buffer it makes in a schedule (the model's copy price holds both: its final
+        # step and a warm result take the fresh part back off)
+        elements, seconds = [], []
+        for power in self.budget.copy_powers:
+            side = round((1 << power) ** 0.25)
+            x = self.rng.standard_normal((side, side + 1, side, side + 2)).transpose(2, 0, 3, 1)
+            out = np.empty(x.shape)
+            elements.append(x.size)
+            seconds.append(self.time(functools.partial(np.copyto, out, x)))
+        (per,) = fit_relative(np.array(elements, dtype=float)[:, None], np.array(seconds))
+        self.keep("ns_per_copied_element", per + fresh)
 
     def streaming(self) -> None:
         threshold = self.base.memory_threshold

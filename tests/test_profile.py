@@ -75,6 +75,8 @@ def test_a_price_the_file_lacks_keeps_its_default(tmp_path):
     (lambda d: d["prices"].update(tlb_pages=6.5), r"gives 'tlb_pages' the value 6.5: expected a non-negative integer"),
     (lambda d: d["prices"].update(ns_per_mac="fast"), r"gives 'ns_per_mac' the value 'fast'"),
     (lambda d: d["prices"].update(ns_per_macc=1.0), r"holds an unknown price 'ns_per_macc'"),
+    (lambda d: d["prices"].update(ns_per_copied_element=0.5, ns_per_fresh_element=0.9),
+     r"prices a copied element \(0.5 ns\) below a fresh page's share \(0.9 ns\)"),
     (lambda d: d.update(format="something else"), r"is not a grouped-einsum profile"),
     (lambda d: d.update(prices=[1, 2]), r"lacks its \"prices\" or \"machine\" table"),
 ])

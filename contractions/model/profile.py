@@ -316,6 +316,11 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
             raise ProfileError(f"the profile {source} gives {name!r} the value {value!r}: expected "
                                f"a non-negative {'integer' if integer else 'number'}")
         checked[name] = int(value) if integer else float(value)
+    copied = checked.get("ns_per_copied_element", Profile.ns_per_copied_element)
+    fresh = checked.get("ns_per_fresh_element", Profile.ns_per_fresh_element)
+    if copied < fresh:
+        raise ProfileError(f"the profile {source} prices a copied element ({copied:g} ns) below a fresh "
+                           f"page's share ({fresh:g} ns): a copy's price holds its first touch")
     try:
         recorded = Machine(cpu=str(machine.get("cpu", "")), cores=int(machine.get("cores", 0)),
                            blas=str(machine.get("blas", "")), threads=int(machine.get("threads", 0)),

@@ -15,7 +15,8 @@ be passed back as ``optimize=`` and is what the JAX backend hands to ``jnp.einsu
 
 >>> from contractions.plan import make_plan
 >>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
->>> s = make_schedule(plan)
+>>> from contractions.model import NumpyCostModel, Profile
+>>> s = make_schedule(plan, cost_model=NumpyCostModel(Profile()))   # at the built-in prices
 >>> s.strategy, s.path, [step.kernel for step in s.steps]
 ('pairwise', ((1, 2), (0, 1)), ['matmul', 'matmul'])
 """
