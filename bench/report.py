@@ -301,7 +301,9 @@ def _environment_line(env: dict, elapsed: float) -> str:
         f"shared with other work; Python {env['python']}, numpy {env['numpy']} with {env['blas']}, "
         f"opt_einsum {env['opt_einsum']}, cotengra {env.get('cotengra', '?')}, einx {env['einx']}. "
         f"BLAS threading: {env['thread_env']} "
-        "(OpenBLAS then uses both cores for large products). Raw numbers: `bench/results/latest.json`."
+        "(OpenBLAS then uses both cores for large products). "
+        f"The model's prices: {env.get('profile', 'built-in defaults')} (`bench/run.py --profile FILE`). "
+        "Raw numbers: `bench/results/latest.json`."
     )
 
 

@@ -40,7 +40,7 @@ from .compat import (
 )
 from .errors import ContractionError, OperandCountError, OptionError, SizeMismatchError, quoted
 from .expand import ellipsis_ranks, expand
-from .matmul_model import NUMPY_MODEL
+from .model.numpy_prices import NUMPY_MODEL
 from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import (

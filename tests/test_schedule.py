@@ -37,7 +37,8 @@ from contractions import (
 from contractions.backends import backend_for, scratch
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
-from contractions.matmul_model import NUMPY_MODEL, fresh_buffer_ns
+from contractions.model.numpy_prices import NumpyCostModel, fresh_buffer_ns
+from contractions.model.profile import Profile
 from contractions.schedule import DEFAULT_LIMIT_FLOOR, describe_schedule, schedule_labels
 from contractions.schedule.describe import explained_steps
 from contractions.testing.oracle import loop_contract
@@ -387,8 +388,8 @@ def test_contracted_labels_stored_outside_run_as_batch_and_are_summed_after():
     # operands (W is not next to a and b); with W as a batch label each (W, C) pair is an
     # (i x ab) @ (ab x j) product of views, and the stack is summed over W after.
     plan = make_plan("WCiab,WCjab->Cij", ((6, 6, 8, 8, 6, 6, 6),) * 2, (("W", 2),))
-    # (the model's cache-dependent terms pinned, not read from this host)
-    model = replace(NUMPY_MODEL, memory_threshold=1 << 20, gather_window=1 << 17)
+    # (the reference profile's prices and caches, not this host's)
+    model = NumpyCostModel(Profile())
     (step,) = make_schedule(plan, memory_limit=None, cost_model=model).steps
     w = plan.expansion.inputs[0][:2]
     assert step.kernel == "matmul" and step.reduce == w
@@ -488,12 +489,12 @@ def test_plain_array_likes_are_converted_and_junk_is_refused():
 
 
 # ------------------------------------------------------------------ one-way layers
-STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "matmul_model", "schedule", "compat",
-          "backends", "api"]
+STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "matmul_model", "schedule",
+          "compat", "backends", "api"]
 
 
 #: The stages that are packages: every module in them is checked as that stage.
-PACKAGES = ("backends", "schedule")
+PACKAGES = ("backends", "model", "schedule")
 #: The schedule package's modules in data-flow order: none imports a later one.
 SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "blocking", "describe", "tiers", "__init__"]
 

@@ -38,14 +38,13 @@ def fresh_structures():
 @pytest.fixture
 def search_is_dear(monkeypatch):
     """A full search priced far above any call here: every first call takes a cheap tier."""
-    monkeypatch.setattr(tiers, "SEARCH_STEP_NS", 1e12)
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)
 
 
 @pytest.fixture
 def search_is_free(monkeypatch):
     """A full search priced at nothing: every first call runs it at once."""
-    monkeypatch.setattr(tiers, "SEARCH_STEP_NS", 0.0)
-    monkeypatch.setattr(tiers, "SEARCH_FIXED_NS", 0.0)
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 0.0)
 
 
 def operands(shapes, seed=0):

@@ -15,15 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import MemoryLimitError
-from ..matmul_model import (
-    CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT,
-    NUMPY_MODEL,
-    CostModel,
-    access_pattern,
-    einsum_step_ns,
-    factor_read_ns,
-    size_of,
-)
+from ..model.layout import factor_read_ns, profile_of
+from ..model.numpy_prices import NUMPY_MODEL, access_pattern, einsum_step_ns
+from ..model.protocol import CostModel, size_of
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
 from .lowering import _permutation, broadcast_step_ns, lower_candidates, reduce_ns
@@ -60,7 +54,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     the plan's validated extents (label ``k`` has extent ``extents_by_label[k]``); without it
     they are read off the shapes.  ``layouts`` is `Schedule.layouts` (what the operands
     will cost to copy: strided, converted), None for C-contiguous operands of one dtype.
-    ``cost_model`` prices every choice (`matmul_model.CostModel`; numpy's by default).
+    ``cost_model`` prices every choice (`model.protocol.CostModel`; numpy's by default).
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
@@ -478,11 +472,11 @@ def as_one_einsum(schedule: Schedule, optimize: Any, cost_model: CostModel) -> S
 
 def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Schedule:
     """``schedule`` in cache-sized blocks where it is a bandwidth-bound chain whose
-    intermediates outgrow the cache (`matmul_model.CACHE_BLOCK_ELEMENTS`); else unchanged.
+    intermediates outgrow the cache (`CostModel.cache_block_elements`); else unchanged.
     Only under a memory bound: ``memory_limit=None`` means one unblocked run (and is what
     backends that cannot run blocks get).
 
-    Bandwidth-bound: at most `CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT` FLOPs per element its steps
+    Bandwidth-bound: at most the profile's ``cache_block_max_flops_per_element`` FLOPs per element its steps
     read or write, and an intermediate at least half the largest operand.  Kept only when
     the blocks cost at most `CACHE_BLOCK_OVERHEAD` of the modelled time (the model prices the
     per-block work, not the cache it saves).
@@ -497,7 +491,7 @@ def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Sc
     moved = sum(size_of(step.x_labels, ext) + size_of(step.y_labels, ext) + step.result_size
                 for step in steps)
     if largest <= 2 * cache or sum(step.flops for step in steps) > (
-            CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT * moved):
+            profile_of(model).cache_block_max_flops_per_element * moved):
         return schedule
     if 2 * largest < max(math.prod(shape) for shape in schedule.shapes):
         # the traffic is reading an operand, not an intermediate: nothing for a cache to keep

@@ -87,8 +87,16 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
     """Lines describing a schedule: the strategy, preparation, each step, the finish.
 
     ``name`` spells a label (``explain`` passes the expansion's symbols).  These are the lines
-    ``explain`` prints; tests compare them with the steps that actually run.
+    ``explain`` prints; tests compare them with the steps that actually run.  The last names
+    the profile that priced the schedule (`Schedule.priced_by`), when it says.
     """
+    lines = _schedule_lines(schedule, name)
+    if schedule.priced_by:
+        lines.append(f"priced by: {schedule.priced_by}")
+    return lines
+
+
+def _schedule_lines(schedule: Schedule, name: Callable[[int], str]) -> list[str]:
     def labels(ls: Sequence[int]) -> str:
         return "".join(name(lab) for lab in ls) or "-"
 

@@ -11,16 +11,9 @@ from typing import Any
 from opt_einsum.helpers import flop_count as _flop_count
 
 from ..errors import ContractionError
-from ..matmul_model import (
-    LAYOUT_MEMORY_WORTH,
-    NUMPY_MODEL,
-    CostModel,
-    MatmulLayout,
-    best_matmul_layout,
-    direct_ns,
-    einsum_step_ns,
-    size_of,
-)
+from ..model.layout import MatmulLayout, best_matmul_layout, profile_of
+from ..model.numpy_prices import NUMPY_MODEL, direct_ns, einsum_step_ns
+from ..model.protocol import CostModel, size_of
 from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
 from .memory import _peak_extra
 from .paths import _candidate_paths, _find_path, _optimizer_name
@@ -282,10 +275,11 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # margin; a gather of such an operand measured 2-3x its price, so never for one).
         # A large one past the caches goes to einsum, which streams it, only by that margin
         # too (stacked (1 x k) @ (k x n) products read such an operand at 2x einsum's time).
+        worth = profile_of(model).layout_memory_worth
         if einsum_first:
-            use = needs_copy or not (far and matmul_ns * LAYOUT_MEMORY_WORTH < einsum_ns)
+            use = needs_copy or not (far and matmul_ns * worth < einsum_ns)
         else:
-            use = einsum_ns * LAYOUT_MEMORY_WORTH < matmul_ns
+            use = einsum_ns * worth < matmul_ns
         if use:
             subscripts = _einsum_string((lx, ly), order)
             assert subscripts is not None
@@ -386,7 +380,8 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
                     optimizer=optimizer, flops=naive, naive_flops=naive,
                     peak_extra=0, cost_ns=(_scaled(follow.cost_ns, naive, follow.naive_flops)
                                            if follow is not None else
-                                           direct_ns(inputs, output, extents, model) + model.call_ns(1)))
+                                           direct_ns(inputs, output, extents, model) + model.call_ns(1)),
+                    priced_by=getattr(model, "priced_by", ""))
 
 
 def _scaled(cost_ns: float, flops: int, template_flops: int) -> float:
@@ -475,7 +470,7 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
         strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
         path=path, finish=finish, optimizer=optimizer, flops=flops,
         naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps) + model.call_ns(len(steps)),
-        layouts=layouts)
+        layouts=layouts, priced_by=getattr(model, "priced_by", ""))
     return replace(schedule, peak_extra=_peak_extra(schedule))
 
 

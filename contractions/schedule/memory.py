@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..matmul_model import size_of
+from ..model.protocol import size_of
 from ..plan import PLAN_CACHE_SIZE
 from .ir import CONVERTED, FORTRAN, STRIDED, Schedule, Shape
 

@@ -41,7 +41,9 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..matmul_model import NUMPY_MODEL, CostModel
+from ..model.numpy_prices import NUMPY_MODEL
+from ..model.profile import active_profile
+from ..model.protocol import CostModel
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .blocking import as_one_einsum, make_schedule
 from .ir import Schedule
@@ -54,14 +56,6 @@ from .paths import normalise_optimize
 #: of the running (so a large first call takes at most ~1.1x its warm call).
 SEARCH_FRACTION = 0.1
 
-#: The full search's predicted cost: a fixed part (plan checks, limit, blocking tests) and a
-#: part per step it lowers, each path of ``n`` operands having ``n - 1`` steps (measured with
-#: bench/first_call.py on the 2-core development VM: 18 paths of 3 steps in 4.4 ms, 3 paths
-#: of 2 steps in 0.7 ms), plus, past four operands, the path searches themselves
-#: (opt_einsum's greedy and dp, cotengra's when installed).
-SEARCH_FIXED_NS = 150_000.0
-SEARCH_STEP_NS = 75_000.0
-SEARCH_PATHS_NS = 10_000_000.0
 
 
 @dataclass(frozen=True)
@@ -114,14 +108,21 @@ def clear_templates() -> None:
 
 
 def search_ns(n_operands: int, model: CostModel = NUMPY_MODEL) -> float:
-    """The full search's predicted cost for ``n_operands`` operands (`SEARCH_STEP_NS`)."""
-    del model  # one price for every model today: the search is Python either way
+    """The full search's predicted cost for ``n_operands`` operands: the model's profile's
+    ``search_*`` prices (`contractions.model.profile.Profile`), the active profile's for a model
+    without a profile.
+
+    >>> search_ns(4) > search_ns(3) > search_ns(2) > 0
+    True
+    """
+    prices = getattr(model, "profile", None) or active_profile()
+    fixed, step = prices.search_fixed_ns, prices.search_step_ns
     if n_operands <= 1:
-        return SEARCH_FIXED_NS
+        return fixed
     if n_operands <= 4:
         paths = math.prod(math.comb(k, 2) for k in range(2, n_operands + 1))
-        return SEARCH_FIXED_NS + SEARCH_STEP_NS * paths * (n_operands - 1)
-    return SEARCH_FIXED_NS + SEARCH_PATHS_NS + SEARCH_STEP_NS * 4 * (n_operands - 1)
+        return fixed + step * paths * (n_operands - 1)
+    return fixed + prices.search_paths_ns + step * 4 * (n_operands - 1)
 
 
 def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_einsum: bool = True,
