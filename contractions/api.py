@@ -27,7 +27,7 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .caching import byte_bounded_cache, weight
+from .caching import byte_bounded_cache, shapes_key_weight, weight
 from .compat import (
     apply_order,
     backend_name,
@@ -211,7 +211,7 @@ def _framework_path(backend: Backend, optimize: Any) -> bool:
 def _caller_parts(args: tuple[Any, ...]) -> int:
     """The weight of `_compile`'s arguments that come from the caller (the subscripts, shapes,
     supplements, optimize= and layouts); the backend entry and options are shared."""
-    return weight(args[1:5]) + weight(args[7])
+    return shapes_key_weight(args[1:5]) + weight(args[7])
 
 
 _compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES,

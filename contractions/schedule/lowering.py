@@ -194,12 +194,8 @@ def _promotions(lx: Labels, ly: Labels, contract_set: set[int]) -> list[tuple[in
 
 def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
           extents: dict[int, int], final: Labels | None, use_einsum: bool = True,
-          model: CostModel = NUMPY_MODEL, follow: Step | None = None) -> Step:
-    """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``.
-
-    ``follow``: a step of the same labels planned at other extents, whose decisions (kernel,
-    result order, layout, promoted labels) are taken as they are, its price scaled by FLOPs,
-    instead of searched and priced again (the ``'reuse'`` tier of `lower_candidates`)."""
+          model: CostModel = NUMPY_MODEL) -> Step:
+    """Schedule one pairwise contraction of ``lx`` and ``ly`` keeping the labels in ``keep``."""
     x_labels, y_labels = lx, ly
     # Labels only one side has and nobody needs later are summed first.
     sum_x = tuple(a for a, lab in enumerate(lx) if lab not in ly and lab not in keep)
@@ -220,14 +216,11 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     if not contract_set:
         # Nothing to sum: an outer/elementwise product of broadcast views, or of an outer
         # product einsum's loop where the model prices that lower.
-        order = follow.result if follow is not None else _preferred_order(lx, ly, kept, final, extents)
+        order = _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
-        cost = (_scaled(follow.cost_ns, flops, follow.flops) if follow is not None
-                else broadcast_step_ns(order, lx, ly, extents, model, final is not None))
+        cost = broadcast_step_ns(order, lx, ly, extents, model, final is not None)
         subscripts = _einsum_string((lx, ly), order) if use_einsum else None
-        if subscripts is not None and (
-                follow.kernel == "einsum" if follow is not None
-                else _broadcast_kernel(order, lx, ly, extents, model) == "einsum"):
+        if subscripts is not None and _broadcast_kernel(order, lx, ly, extents, model) == "einsum":
             # Strided inputs (a block's slices, a caller's transposed array) are made contiguous
             # first: einsum's loop over them walks more axes, and ran a block 2.1x slower than
             # on copies of its slices, which cost a twentieth of that (decision 33); the inputs
@@ -241,8 +234,6 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
                     x_view=_in_order_view(lx, order, extents), y_view=_in_order_view(ly, order, extents),
                     swap=False, layout=None, cost_ns=cost)
 
-    if follow is not None:
-        return _followed_step(follow, lx, ly, kept, extents, final, model, common)
     layout = best_matmul_layout(lx, ly, batch_set, contract_set, extents, final, model)
     nl, nr, nc = size_of(left, extents), size_of(right, extents), size_of(layout.contract, extents)
     needs_copy = layout.left.copy or layout.right.copy
@@ -291,24 +282,6 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     return Step(**common, batch=layout.batch, contract=layout.contract, result=result,
                 result_shape=tuple(extents[lab] for lab in result), kernel="matmul", einsum=None,
                 x_view=x_view, y_view=y_view, swap=layout.swap, layout=layout, cost_ns=matmul_ns)
-
-
-def _followed_step(follow: Step, lx: Labels, ly: Labels, kept: set[int], extents: dict[int, int],
-                   final: Labels | None, model: CostModel, common: dict[str, Any]) -> Step:
-    """``follow``'s contraction (an einsum or a matmul, promoted labels included) at these
-    extents: the same decisions, its views computed afresh, its price scaled (`_scaled`)."""
-    ext = lambda labels: tuple(extents[lab] for lab in labels)  # noqa: E731
-    cost = _scaled(follow.cost_ns, common["flops"], follow.flops)
-    if follow.kernel == "einsum":
-        return replace(follow, **common, result_shape=ext(follow.result), cost_ns=cost)
-    assert follow.layout is not None, follow
-    layout = replace(follow.layout, cost=_scaled(follow.layout.cost, common["flops"], follow.flops))
-    x_view, y_view, wide_labels = _matmul_views(lx, ly, layout, extents)
-    if follow.reduce:
-        return replace(follow, **common, result_shape=ext(follow.result), x_view=x_view,
-                       y_view=y_view, layout=layout, cost_ns=cost, wide_shape=ext(wide_labels))
-    return replace(follow, **common, result_shape=ext(follow.result), x_view=x_view, y_view=y_view,
-                   layout=layout, cost_ns=cost)
 
 
 def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
@@ -408,11 +381,8 @@ def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
 
 def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_order: Labels,
           extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL,
-          memo: dict[Any, Step] | None = None,
-          follow: tuple[Step, ...] | None = None) -> list[Step] | None:
-    """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise);
-    with ``follow``, the decisions of those steps at other extents (None where a step's
-    labels differ from its counterpart's)."""
+          memo: dict[Any, Step] | None = None) -> list[Step]:
+    """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
     current = [p.labels for p in preps]
     output_set = set(final_order)
     steps: list[Step] = []
@@ -423,20 +393,13 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
             rest = [t for k, t in enumerate(current) if k not in (i, j)]
             keep = set(output_set).union(*rest) if rest else set(output_set)
             final = final_order if not rest else None
-            if follow is not None:
-                twin = follow[len(steps)] if len(steps) < len(follow) else None
-                if twin is None or (twin.x_labels, twin.y_labels) != (current[i], current[j]):
-                    return None
-                found = _step((i, j), current[i], current[j], keep, extents, final, use_einsum,
-                              model, twin)
-            else:
-                # Candidate paths share most of their steps: price each distinct one once.
-                key = (current[i], current[j], frozenset(keep), final)
-                memoised = memo.get(key) if memo is not None else None
-                found = memoised or _step((i, j), current[i], current[j], keep, extents, final,
-                                          use_einsum, model)
-                if memo is not None:
-                    memo[key] = found
+            # Candidate paths share most of their steps: price each distinct one once.
+            key = (current[i], current[j], frozenset(keep), final)
+            memoised = memo.get(key) if memo is not None else None
+            found = memoised or _step((i, j), current[i], current[j], keep, extents, final,
+                                      use_einsum, model)
+            if memo is not None:
+                memo[key] = found
             step = found if found.operands == (i, j) else replace(found, operands=(i, j))
             steps.append(step)
             current = rest + [step.result]
@@ -450,14 +413,11 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
               optimizer: str, naive: int, einsum: str | None, use_einsum: bool = True,
               preps: list[Preparation] | None = None,
               layouts: tuple[int, ...] | None = None, model: CostModel = NUMPY_MODEL,
-              memo: dict[Any, Step] | None = None,
-              follow: tuple[Step, ...] | None = None) -> Schedule | None:
+              memo: dict[Any, Step] | None = None) -> Schedule:
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if preps is None:
         preps = _preparations(inputs, shapes, final_order)
-    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo, follow)
-    if steps is None:
-        return None
+    steps = _walk(preps, path, final_order, extents, use_einsum, model, memo)
     labels = steps[-1].result if steps else preps[0].labels
     fresh = bool(steps) or any(p.sum_axes for p in preps)
     finish = Finish(permutation=_permutation(labels, final_order), shape=output_shape,
@@ -486,9 +446,9 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
     ``tier`` says how much of the search a default ``optimize='auto'`` runs (`schedule.tiers`):
     ``'full'`` prices every candidate path, ``'quick'`` only the one of fewest FLOPs, and
     ``'reuse'`` takes the schedule of ``follow`` (schedules of the same labels at other
-    extents) whose strategy these extents take, with its path and its steps' decisions, its
-    prices scaled by FLOPs (an empty list where none has that strategy or its steps do not
-    fit these labels).
+    extents and of the same structure: labels, axes of extent 1, layouts) whose strategy these
+    extents take, with its path and its steps' decisions (`reextent`; an empty list where none
+    has that strategy).
 
     >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
     ...                                   strategy='pairwise')][:2]
@@ -532,19 +492,15 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
         path = _find_path(path_by, list(inputs), output, extents)
         return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                         _optimizer_name(optimize), cost_model)]
+    if optimize in ("auto", "direct") and tier == "reuse":
+        # (the structure fixes the preparations' labels: `schedule.tiers` keys on it)
+        known = [f for f in follow if f.strategy == "pairwise"]
+        return [reextent(known[0], shapes, extents, naive, cost_model)] if known else []
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if layouts is not None and not any(layouts):
         layouts = None
     preps = _preparations(inputs, shapes, final_order, layouts)
     terms = [p.labels for p in preps]
-    if optimize in ("auto", "direct") and tier == "reuse":
-        known = [f for f in follow if f.strategy == "pairwise"]
-        if not known or tuple(terms) != tuple(p.labels for p in known[0].preparations):
-            return []
-        followed = _pairwise(inputs, output, shapes, output_shape, extents, known[0].path, "auto",
-                             naive, einsum, use_einsum, preps, layouts, cost_model,
-                             follow=known[0].steps)
-        return [followed] if followed is not None else []
     if optimize in ("auto", "direct") and tier == "quick":
         paths = [_fewest_flops(terms, final_order, extents)]
         name = "auto"
@@ -558,9 +514,58 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
         paths = [_find_path(optimize, terms, final_order, extents)]
         name = _optimizer_name(optimize)
     memo: dict[Any, Step] = {}
-    lowered = [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                         use_einsum, preps, layouts, cost_model, memo) for path in paths]
-    return [schedule for schedule in lowered if schedule is not None]
+    return [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
+                      use_einsum, preps, layouts, cost_model, memo) for path in paths]
+
+
+def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, int], naive: int,
+             model: CostModel = NUMPY_MODEL) -> Schedule:
+    """``template``, an unblocked pairwise schedule, at other extents of the same structure (the
+    same labels and the same axes of extent 1): every decision kept (path, kernels, result
+    orders, matmul layouts, promoted labels), every shape and view computed for ``extents``,
+    FLOPs counted, prices scaled by FLOPs (`_scaled`: nothing is priced), the peak counted.
+
+    >>> from contractions.schedule import schedule_labels
+    >>> base = schedule_labels(((0, 1), (1, 2)), (0, 2), ((20, 30), (30, 40)), strategy='pairwise')
+    >>> other = reextent(base, ((5, 6), (6, 7)), {0: 5, 1: 6, 2: 7}, 5 * 6 * 7)
+    >>> other.output_shape, other.steps[0].result_shape, other.flops
+    ((5, 7), (5, 7), 420)
+    """
+    ext = extents.__getitem__
+    preps = tuple(
+        prep if prep.squeeze is None else replace(
+            prep, squeeze=tuple(n for n in (shape[::-1] if prep.transpose else shape) if n != 1))
+        for prep, shape in zip(template.preparations, shapes))
+    steps = []
+    for step in template.steps:
+        lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
+        ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
+        flops = _flop_count(tuple(dict.fromkeys(lx + ly)), bool(step.contract), 2, extents)
+        fields: dict[str, Any] = {}
+        if step.kernel == "matmul":
+            assert step.layout is not None
+            x_view, y_view, wide = _matmul_views(lx, ly, step.layout, extents)
+            fields = dict(x_view=x_view, y_view=y_view)
+            if step.reduce:
+                fields["wide_shape"] = tuple(map(ext, wide))
+        elif step.kernel == "multiply":
+            fields = dict(x_view=_in_order_view(lx, step.result, extents),
+                          y_view=_in_order_view(ly, step.result, extents))
+        elif step.x_view is not None:  # an outer product by einsum, its inputs made contiguous
+            fields = dict(x_view=_contiguous(lx, extents), y_view=_contiguous(ly, extents))
+        steps.append(replace(step, result_shape=tuple(map(ext, step.result)), flops=flops,
+                             cost_ns=_scaled(step.cost_ns, flops, step.flops), **fields))
+    output_shape = tuple(map(ext, template.output))
+    assert template.finish is not None
+    flops = sum(math.prod(map(ext, labels)) for prep, labels in zip(preps, template.inputs)
+                if prep.sum_axes) + sum(step.flops for step in steps)
+    overhead = template.cost_ns - sum(step.cost_ns for step in template.steps)
+    schedule = replace(
+        template, shapes=shapes, output_shape=output_shape, extents=extents, preparations=preps,
+        steps=tuple(steps), finish=replace(template.finish, shape=output_shape), flops=flops,
+        naive_flops=naive, cost_ns=overhead + sum(step.cost_ns for step in steps),
+        memory_limit=None)
+    return replace(schedule, peak_extra=_peak_extra(schedule))
 
 
 def _fewest_flops(terms: list[Labels], output: Labels,

@@ -84,8 +84,10 @@ _LOCK = threading.Lock()
 def _structure(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
                cost_model: CostModel) -> tuple[Any, ...]:
     exp = plan.expansion
-    return (exp.inputs, exp.output, tuple(n == 1 for n in plan.extents), layouts, use_einsum,
-            cost_model)
+    # (which axes of which operands are 1: a label of extent 1 everywhere is dropped, an axis
+    # of 1 that broadcasts is squeezed away; either changes the decisions)
+    return (exp.inputs, exp.output, tuple(n == 1 for shape in plan.shapes for n in shape), layouts,
+            use_einsum, cost_model)
 
 
 def _remember(key: tuple[Any, ...], schedule: Schedule, tier: str) -> None:
