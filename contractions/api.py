@@ -35,6 +35,7 @@ from .compat import (
     from_library,
     from_sublists,
     numpy_optimize,
+    out_casting,
     path_info,
     to_library,
 )
@@ -406,7 +407,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
     """`contract` with its keywords named: the first call of a signature, other options,
     other array libraries."""
     if type(subscripts) is not str:
-        subscripts, operands = _sublist_call(subscripts, operands)
+        subscripts, operands = _sublist_call(subscripts, operands, single_call=optimize is False)
     if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
             and out is None and dtype is None and order is _ORDER_K and casting is _SAFE
             and backend is None):
@@ -451,7 +452,8 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
 contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defined]
 
 
-def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+def _sublist_call(first: Any, operands: tuple[Any, ...],
+                  single_call: bool = False) -> tuple[str, tuple[Any, ...]]:
     """np.einsum's sublist form, or numpy's error for a call without subscripts."""
     if first is _NO_SUBSCRIPTS:
         raise OperandCountError("contract needs the subscripts string and at least one operand, "
@@ -459,7 +461,7 @@ def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any
                                 "b, [1, 2], [0, 2])")
     if isinstance(first, str) or not operands:
         _check_subscripts(first)
-    return from_sublists(first, operands)
+    return from_sublists(first, operands, single_call)
 
 
 def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
@@ -474,10 +476,11 @@ def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: 
     if name is not None and name != backend_for(operands).name:
         result = _on_backend(name, subscripts, operands, len_groups, optimize, options, memory_limit)
         if out is not None:
-            np.copyto(out, result, casting="safe")
+            np.copyto(out, result, casting=out_casting(casting, optimize, len(operands), out))
             return out
         return apply_order(result, order, operands)
-    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit)
+    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit,
+                               casting=casting)
     return result if out is not None else apply_order(result, order, operands)
 
 
@@ -546,7 +549,8 @@ def _contract_foreign(subscripts: str, operands: Sequence[Any], len_groups: Mapp
 
 def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       optimize: Any, options: BackendOptions, out: Any = None,
-                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None) -> Any:
+                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None,
+                      casting: str = _SAFE) -> Any:
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
@@ -563,8 +567,9 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
         return run(*arrays)
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
                        layouts, backend.uses_einsum, backend.cost_model)
-    _check_out(out, backend, plan, arrays, options)
-    np.copyto(out, run(*arrays), casting="safe")
+    rule = out_casting(casting, optimize, len(arrays), out)
+    _check_out(out, backend, plan, arrays, options, rule)
+    np.copyto(out, run(*arrays), casting=rule)
     return out
 
 
@@ -592,8 +597,9 @@ def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
-               options: BackendOptions) -> None:
-    """``out=`` is checked like np.einsum checks it, before any arithmetic."""
+               options: BackendOptions, rule: str = _SAFE) -> None:
+    """``out=`` is checked like np.einsum checks it, before any arithmetic (``rule``: the
+    casting the result is written under, `compat.out_casting`)."""
     if backend.name != "numpy":
         raise TypeError(f"out= is supported for numpy operands only ({backend.name} arrays were "
                         "given); use the returned array")
@@ -604,9 +610,11 @@ def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
                                 f"{plan.output_shape} here")
     result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
               else np.result_type(*arrays))
-    if not np.can_cast(result, out.dtype, "safe"):
+    if not np.can_cast(result, out.dtype, rule):
+        safely = "safely" if rule == "safe" else f"by the rule casting={rule!r}"
         raise TypeError(f"out= has dtype {out.dtype} but the result is {result}, which it cannot "
-                        "hold safely; pass an out of that dtype (or dtype= to compute in another)")
+                        f"hold {safely}; pass an out of that dtype, casting='unsafe' to truncate, "
+                        "or dtype= to compute in another")
     if not out.flags.writeable:
         raise ValueError("out= is read-only")
 
@@ -775,8 +783,9 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
         return result
     options = BackendOptions(precision, preferred_element_type)
     arrays = _as_operands(operands, _NUMPY)
-    _check_out(out, _NUMPY, expr.plan, arrays, options)
-    np.copyto(out, result, casting="safe")
+    rule = out_casting(_SAFE, expr.optimize, len(expr.shapes), out)
+    _check_out(out, _NUMPY, expr.plan, arrays, options, rule)
+    np.copyto(out, result, casting=rule)
     return out
 
 

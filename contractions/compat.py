@@ -23,6 +23,7 @@ __all__ = [
     "from_sublists",
     "check_numpy_options",
     "apply_order",
+    "out_casting",
     "numpy_optimize",
     "backend_name",
     "path_info",
@@ -47,13 +48,20 @@ def _axis_letters():
         code += 1
 
 
-def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+#: np.einsum's single call names its sublist symbols by these many letters (ints 0..51).
+NUMPY_SUBLIST_SYMBOLS = 52
+
+
+def from_sublists(first: Any, rest: Sequence[Any],
+                  single_call: bool = False) -> tuple[str, tuple[Any, ...]]:
     """``contract(a, [0, 1], b, [1, 2], [0, 2])`` as a subscripts string and its operands.
 
     As in numpy, operands alternate with their sublists, an optional last sublist is the
     output and ``Ellipsis`` may appear once per sublist; as in opt_einsum, a symbol is any
-    hashable, comparable object (ints in numpy).  Symbols are sorted and written as single-axis
-    letters in that order, so implicit output keeps their order.
+    hashable, comparable object (ints in numpy), and a sublist may be a 1-d integer array.
+    Symbols are sorted and written as single-axis letters in that order, so implicit output
+    keeps their order.  With ``single_call`` (``optimize=False``: np.einsum's single C call) a
+    symbol must be an int in 0..51, numpy's range there.
 
     >>> from_sublists(np.ones(2), ([Ellipsis, 0], np.ones(2), [0]))[0]
     '...a,a'
@@ -65,12 +73,12 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     if len(args) % 2:  # the last item is the output sublist
         output = operands.pop()
     for k, sub in enumerate([*sublists, *([] if output is None else [output])]):
-        if not isinstance(sub, (list, tuple, range)):
+        if not isinstance(sub, (list, tuple, range)) and not _int_vector(sub):
             raise TypeError(f"sublist {k} is {type(sub).__name__} ({sub!r}); in the sublist form each "
                             "operand is followed by a list of its axis symbols, e.g. "
                             "contract(a, [0, 1], b, [1, 2], [0, 2])")
-    sublists = [list(s) for s in sublists]
-    out_list = None if output is None else list(output)
+    sublists = [_symbols(s) for s in sublists]
+    out_list = None if output is None else _symbols(output)
     symbols = {s for sub in [*sublists, *([out_list] if out_list is not None else [])] for s in sub
                if s is not Ellipsis}
     for s in symbols:
@@ -81,6 +89,15 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     except TypeError:
         raise TypeError("sublist symbols must be Ellipsis or hashable objects that compare with "
                         "one another (ints, as in numpy; or strings)") from None
+    if single_call:
+        # optimize=False is np.einsum's single C call, which takes ints 0..51 only (its
+        # ValueError, numpy's test_subscript_range); any other optimize= takes any symbol.
+        for s in ordered:
+            if not isinstance(s, (int, np.integer)) or not 0 <= s < NUMPY_SUBLIST_SYMBOLS:
+                raise OptionError(
+                    f"sublist symbol {s!r} is outside np.einsum's range [0, "
+                    f"{NUMPY_SUBLIST_SYMBOLS}) for one einsum call (optimize=False); other "
+                    "optimize= values take any int or hashable symbol, as opt_einsum does")
     letters = _axis_letters()
     letter = {s: next(letters) for s in ordered}
 
@@ -91,6 +108,15 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     if out_list is not None:
         subscripts += "->" + term(out_list)
     return subscripts, tuple(operands)
+
+
+def _int_vector(sub: Any) -> bool:
+    """Is ``sub`` a 1-d integer array (numpy takes one as a sublist: ``np.array([0, 0])``)?"""
+    return isinstance(sub, np.ndarray) and sub.ndim == 1 and sub.dtype.kind in "iu"
+
+
+def _symbols(sub: Any) -> list[Any]:
+    return [int(s) for s in sub] if isinstance(sub, np.ndarray) else list(sub)
 
 
 # ---------------------------------------------------------------- order= casting= dtype=
@@ -127,6 +153,25 @@ def check_numpy_options(subscripts: str, arrays: Sequence[Any], dtype: Any, cast
             default = " (np.einsum's default)" if casting == "safe" else ""
             raise TypeError(f"{subscripts!r}: operand {k} cannot be cast from {d} to {target} by "
                             f"the rule {casting!r}{default}; pass casting='unsafe' to truncate")
+
+
+def out_casting(casting: str, optimize: Any, n_operands: int, out: Any) -> str:
+    """The casting rule the result is written into ``out=`` under, as np.einsum writes it.
+
+    ``casting=`` (numpy's default ``'safe'``), as np.einsum's single call (``optimize=False``)
+    checks it; but numpy's optimized einsum assigns its last pairwise product into a 0-d
+    ``out`` (``out[...] = result``), which takes any cast, so a 0-d ``out`` of a call with two or
+    more operands and a pairwise ``optimize=`` does too.  (For a larger ``out`` numpy's
+    optimized path casts by its kernel: the rule stays ``casting=``, never looser than numpy's
+    single call.)
+
+    >>> out_casting('safe', 'auto', 2, np.array(0)), out_casting('safe', 'direct', 2, np.array(0))
+    ('unsafe', 'safe')
+    """
+    if getattr(out, "ndim", None) == 0 and n_operands >= 2 and optimize is not False and not (
+            isinstance(optimize, str) and optimize == "direct"):
+        return "unsafe"
+    return casting
 
 
 def apply_order(result: Any, order: str, arrays: Sequence[Any]) -> Any:

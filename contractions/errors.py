@@ -79,11 +79,12 @@ class OptionError(ContractionError):
     group length that is not a whole number of axes, or more axes than can be named."""
 
 
-class PathError(ContractionError, TypeError, IndexError):
+class PathError(ContractionError, TypeError, IndexError, RuntimeError):
     """An explicit ``optimize=`` path is invalid for this many operands.
 
-    Also a `TypeError` (what np.einsum raises for a path it cannot follow) and an `IndexError`
-    (what opt_einsum raises), so code written for either catches it.
+    Also a `TypeError` and a `RuntimeError` (what np.einsum raises for a path it cannot follow,
+    and for one that leaves operands uncontracted) and an `IndexError` (what opt_einsum
+    raises), so code written for either catches it.
     """
 
 
