@@ -15,6 +15,7 @@ dictionary lookup plus the arithmetic.
 
 from __future__ import annotations
 
+import decimal
 import inspect
 import math
 import operator
@@ -31,7 +32,9 @@ from .caching import byte_bounded_cache
 from .compat import (
     apply_order,
     backend_name,
+    check_expression_keywords,
     check_numpy_options,
+    evaluated_constants,
     from_library,
     from_sublists,
     numpy_optimize,
@@ -271,7 +274,7 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
         try:
             elements = operator.index(memory_limit)
         except TypeError:
-            if not isinstance(memory_limit, (float, np.floating)):
+            if not isinstance(memory_limit, (float, np.floating, decimal.Decimal)):  # PathInfo's sizes
                 raise TypeError(f"memory_limit must be a number of elements or a size string, not "
                                 f"{type(memory_limit).__name__}; {hint}") from None
             if not math.isfinite(memory_limit):
@@ -492,7 +495,7 @@ def _on_backend(name: str, subscripts: str, operands: Sequence[Any], len_groups:
                                f"{backend_for(operands).name} arrays; pass backend='auto'")
     converted = to_library(name, [np.asarray(op) for op in operands])
     result = _contract_general(subscripts, converted, len_groups, optimize, options, None, memory_limit)
-    return from_library(name, result)
+    return from_library(name, result, scalar=name != "object")  # opt_einsum's object: 0-d array
 
 
 def _check_subscripts(subscripts: Any) -> None:
@@ -681,6 +684,18 @@ class ContractExpression:
         return _runner(_checked_backend(backend), self.subscripts, self.shapes, self.supplements,
                        self.optimize, options, self.memory_limit)
 
+    @property
+    def contraction_list(self) -> list[tuple[Any, ...]]:
+        """opt_einsum's ``contraction_list`` for the path this expression runs (on its
+        expanded einsum): one ``(positions, removed, einsum, remaining, blas)`` per step."""
+        return list(path_info(self.plan.expansion.einsum, self.plan.shapes,
+                              [tuple(step) for step in self.schedule.path]).contraction_list)
+
+    @property
+    def _evaluated_constants(self) -> dict[str, list[Any]]:
+        # opt_einsum's name (its tests read it): the constants as held per library
+        return evaluated_constants(len(self.shapes), self.constants, self._converted)
+
     def explain(self, backend: str = "numpy") -> str:
         """The `explain` report of this expression (for ``backend``'s schedule)."""
         return explain(self.subscripts, *self.shapes, optimize=self.optimize, backend=backend,
@@ -718,6 +733,8 @@ class ContractExpression:
                 except TypeError:
                     _check_dtypes(operands)
                     raise
+        if len(operands) != len(self.shapes):
+            _wrong_count(self, len(self.shapes), len(operands))
         backend = backend_for(operands)
         arrays = _as_operands(operands, backend)
         _check_dtypes(arrays)
@@ -737,12 +754,18 @@ def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tupl
     """The call's operands with the expression's constants put back in their positions."""
     n = len(expr.shapes) - len(expr.constants)
     if len(operands) != n:
-        raise OperandCountError(
-            f"this expression for {quoted(expr.subscripts)} takes {n} operand{'s' if n != 1 else ''} "
-            f"(positions {sorted(expr.constants)} are constants) but {len(operands)} were given")
+        _wrong_count(expr, n, len(operands))
     constants = _constants_for(expr, operands)
     given = iter(operands)
     return tuple(constants[k] if k in constants else next(given) for k in range(len(expr.shapes)))
+
+
+def _wrong_count(expr: ContractExpression, n: int, given: int) -> None:
+    constants = f" (positions {sorted(expr.constants)} are constants)" if expr.constants else ""
+    raise OperandCountError(
+        f"this `ContractExpression` for {quoted(expr.subscripts)} takes exactly {n} "
+        f"operand{'s' if n != 1 else ''}{constants} but {given} were given; pass one array per "
+        "term that is not a constant, in order")
 
 
 def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:
@@ -775,7 +798,8 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
                                    f"{backend_for(operands).name} arrays; pass backend='auto'")
         converted = to_library(name, [np.asarray(op) for op in operands])
         result = from_library(name, expr(*_without_constants(expr, converted), precision=precision,
-                                         preferred_element_type=preferred_element_type))
+                                         preferred_element_type=preferred_element_type),
+                              scalar=False)   # opt_einsum's expressions: a 0-d array
     else:
         result = expr(*_without_constants(expr, operands), precision=precision,
                       preferred_element_type=preferred_element_type)
@@ -810,6 +834,7 @@ def contract_expression(subscripts: str, *shapes: Any, optimize: Any = "auto",
     >>> expr.schedule.path, expr(np.ones((3, 2, 5)), np.ones((3, 2, 4))).shape
     (((0, 1),), (2, 4, 5))
     """
+    check_expression_keywords(subscripts, len_groups)  # opt_einsum's out=, backend=: the call's
     if type(subscripts) is not str and shapes:  # the sublist form, with shapes for operands
         subscripts, shapes = from_sublists(subscripts, shapes)
     fixed = _constant_operands(shapes, constants)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ContractionError, OptionError
+from .errors import ContractionError, KeywordError, OptionError, quoted
 
 __all__ = [
     "from_sublists",
@@ -27,6 +27,8 @@ __all__ = [
     "numpy_optimize",
     "backend_name",
     "path_info",
+    "check_expression_keywords",
+    "evaluated_constants",
     "CASTING_RULES",
     "ORDERS",
 ]
@@ -208,10 +210,12 @@ def numpy_optimize(optimize: Any) -> Any:
     return optimize
 
 
-#: opt_einsum's backend names (and their aliases) -> the names the registry uses.
+#: opt_einsum's backend names (and their aliases) -> the names the registry uses, and
+#: ``'object'``: numpy with the operands as object arrays (opt_einsum's exact Python arithmetic).
 _BACKEND_ALIASES = {
     "numpy": "numpy", "jax": "jax", "jax.numpy": "jax", "libjax": "jax", "torch": "torch",
     "pytorch": "torch", "dask": "dask", "dask.array": "dask", "array_api": "array_api",
+    "object": "object",
 }
 
 
@@ -258,6 +262,8 @@ def to_library(name: str, arrays: Sequence[np.ndarray]) -> list[Any]:
     """numpy arrays as arrays of the library ``name`` (for opt_einsum's ``backend=``)."""
     if name == "numpy":
         return list(arrays)
+    if name == "object":
+        return [np.asarray(a).astype(object) for a in arrays]
     if name == "jax":
         import jax.numpy as jnp
 
@@ -273,11 +279,50 @@ def to_library(name: str, arrays: Sequence[np.ndarray]) -> list[Any]:
     raise ContractionError(f"backend={name!r} cannot take numpy operands; pass its own arrays")
 
 
-def from_library(name: str, result: Any) -> Any:
-    """A result of the library ``name`` back as numpy (a numpy scalar when 0-d)."""
+def from_library(name: str, result: Any, scalar: bool = True) -> Any:
+    """A result of the library ``name`` back as numpy: a numpy scalar when 0-d (np.einsum's
+    convention, `contract`'s), or with ``scalar=False`` a 0-d array (opt_einsum's expressions).
+
+    >>> from_library('object', np.array(3, dtype=object)), from_library('numpy', np.float64(2), False)
+    (3, array(2.))
+    """
     if name == "dask":
         result = result.compute()
     elif name == "torch":
         result = result.detach().cpu().numpy()
-    out = np.asarray(result)
-    return out[()] if out.ndim == 0 else out
+    out = np.asarray(result, dtype=object if name == "object" else None)
+    return out[()] if out.ndim == 0 and scalar else out
+
+
+# -------------------------------------------------------------- opt_einsum's expressions
+def check_expression_keywords(subscripts: Any, keywords: dict[str, Any]) -> None:
+    """opt_einsum's ``out=`` and ``backend=`` belong to an expression's call, not its build.
+
+    >>> check_expression_keywords('ij->i', {'out': None, 'len_W': 1})
+    >>> check_expression_keywords('ij->i', {'out': np.ones(2)})
+    Traceback (most recent call last):
+    ...
+    contractions.errors.KeywordError: contract_expression('ij->i', ...) takes no out=: pass it to the expression's call, expr(*operands, out=...)
+    """
+    for name in ("out", "backend"):
+        if keywords.get(name) is not None:
+            what = quoted(subscripts) if isinstance(subscripts, str) else "..."
+            raise KeywordError(f"contract_expression({what}, ...) takes no {name}=: pass it to the "
+                               f"expression's call, expr(*operands, {name}=...)")
+    for name in ("out", "backend"):
+        keywords.pop(name, None)
+
+
+def evaluated_constants(n: int, constants: dict[int, Any],
+                        converted: dict[tuple[str, str], dict[int, Any]]) -> dict[str, list[Any]]:
+    """opt_einsum's ``ContractExpression._evaluated_constants``: per library, the constants in
+    their positions (None elsewhere), as the expression holds them for that library.
+
+    >>> evaluated_constants(2, {1: np.ones(2)}, {})['numpy'][0] is None
+    True
+    """
+    found = {name: [held.get(k) for k in range(n)] for (name, _), held in converted.items()}
+    numpy_held = all(type(c) is np.ndarray for c in constants.values())
+    if numpy_held:
+        found.setdefault("numpy", [constants.get(k) for k in range(n)])
+    return found

@@ -22,6 +22,7 @@ __all__ = [
     "MemoryLimitError",
     "OptionError",
     "PathError",
+    "KeywordError",
     "caret_line",
     "quoted",
     "QUOTE_LIMIT",
@@ -85,6 +86,15 @@ class PathError(ContractionError, TypeError, IndexError, RuntimeError):
     Also a `TypeError` and a `RuntimeError` (what np.einsum raises for a path it cannot follow,
     and for one that leaves operands uncontracted) and an `IndexError` (what opt_einsum
     raises), so code written for either catches it.
+    """
+
+
+class KeywordError(ContractionError, TypeError):
+    """A keyword given where it does not belong: ``out=`` or ``backend=`` to
+    `contract_expression`, which belong to the expression's call.
+
+    Both a `TypeError` (keyword misuse) and a `ContractionError`, so a `ValueError` (what
+    opt_einsum raises there).
     """
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import opt_einsum as oe
 import pytest
 
-from contractions import PathInfo, contract, contract_expression, contract_path
+from contractions import OperandCountError, PathInfo, contract, contract_expression, contract_path
 
 ATTRIBUTES = ("contraction_list", "opt_cost", "naive_cost", "speedup", "size_list", "scale_list",
               "largest_intermediate", "eq", "shapes", "path")
@@ -94,7 +94,7 @@ def test_constants_are_fixed_once_and_the_call_takes_the_rest():
     np.testing.assert_allclose(expr(a, c), a @ b @ c)
     theirs = oe.contract_expression("ij,jk,kl->il", a.shape, b, c.shape, constants=[1])
     np.testing.assert_allclose(expr(a, c), theirs(a, c))
-    with pytest.raises(ValueError, match="takes 2 operands"):
+    with pytest.raises(OperandCountError, match="takes exactly 2 operands"):
         expr(a, b, c)
 
 

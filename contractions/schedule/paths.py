@@ -94,7 +94,10 @@ def _find_path(optimize: Any, terms: list[Labels], output: Labels,
         return trivial_path(len(terms))
     if isinstance(optimize, str):
         name = "auto" if optimize == "direct" else optimize
-        found = _opt_paths.get_path_fn(name)([frozenset(t) for t in terms], frozenset(output), size_dict)
+        # (memory_limit=None, passed as opt_einsum passes it: a registered path function
+        # takes it positionally; the schedule honours memory_limit= itself)
+        found = _opt_paths.get_path_fn(name)([frozenset(t) for t in terms], frozenset(output), size_dict,
+                                             None)
     else:
         # A PathOptimizer (cotengra's among them) gets string indices, as from opt_einsum.
         sym = {label: _opt_symbol(label) for label in size_dict}
