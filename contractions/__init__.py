@@ -26,10 +26,10 @@ from .backends.scratch import ScratchInfo, clear_scratch, scratch_info, scratch_
 from .errors import (
     ContractionError,
     InconsistentError,
+    KeywordError,
     MemoryLimitError,
     OperandCountError,
     OptionError,
-    KeywordError,
     PathError,
     SizeMismatchError,
     SubscriptsSyntaxError,

@@ -30,6 +30,7 @@ from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .caching import byte_bounded_cache
 from .compat import (
+    Casting,
     apply_order,
     backend_name,
     check_expression_keywords,
@@ -75,6 +76,11 @@ class _Array(Protocol):
 
 
 _ArrayT = TypeVar("_ArrayT", bound=_Array)
+# Every overload takes its operands as a type variable, so that for an operand whose type holds
+# Any (``x: np.ndarray`` is ``ndarray[Any, dtype[Any]]``) each overload's operand type is that
+# same type, and mypy takes the first overload that matches rather than Any for ambiguity.
+_NumpyT = TypeVar("_NumpyT", bound="NDArray[Any] | np.generic")
+_AnyT = TypeVar("_AnyT")
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain", "explanation",
            "expand_subscripts"]
@@ -312,13 +318,14 @@ _NO_SUBSCRIPTS: Any = object()
 # give NDArray[Any] (the result's shape and dtype differ from the operands'); an array type of
 # any other library (jax.Array, torch.Tensor, dask's Array: none is generic in its shape) comes
 # back as itself; a mix of libraries gives the `_Array` protocol, lists and Python scalars Any.
+# Operands annotated ``np.ndarray`` (its shape and dtype Any) give NDArray[Any] too (`_NumpyT`).
 # The keywords are the implementation's.
 @overload
-def contract(subscripts: str, *operands: NDArray[Any] | np.generic, **options: Any) -> NDArray[Any]: ...
+def contract(subscripts: str, *operands: _NumpyT, **options: Any) -> NDArray[Any]: ...
 @overload
 def contract(subscripts: str, *operands: _ArrayT, **options: Any) -> _ArrayT: ...
 @overload
-def contract(subscripts: Any = ..., *operands: Any, **options: Any) -> Any: ...
+def contract(subscripts: Any = ..., *operands: _AnyT, **options: Any) -> Any: ...
 def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -> Any:
     """Evaluate a grouped einsum.
 
@@ -600,7 +607,7 @@ def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
-               options: BackendOptions, rule: str = _SAFE) -> None:
+               options: BackendOptions, rule: Casting = "safe") -> None:
     """``out=`` is checked like np.einsum checks it, before any arithmetic (``rule``: the
     casting the result is written under, `compat.out_casting`)."""
     if backend.name != "numpy":
@@ -703,7 +710,7 @@ class ContractExpression:
                        **{f"len_{g}": n for g, n in self.supplements})
 
     @overload
-    def __call__(self, *operands: NDArray[Any] | np.generic, precision: Any = ...,
+    def __call__(self, *operands: _NumpyT, precision: Any = ...,
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> NDArray[Any]: ...
     @overload
@@ -711,7 +718,7 @@ class ContractExpression:
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> _ArrayT: ...
     @overload
-    def __call__(self, *operands: Any, precision: Any = ...,
+    def __call__(self, *operands: _AnyT, precision: Any = ...,
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> Any: ...
     def __call__(self, *operands: Any, precision: Any = None, preferred_element_type: Any = None,

@@ -13,7 +13,7 @@ path a schedule runs).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 CASTING_RULES = ("no", "equiv", "safe", "same_kind", "unsafe")
+Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 ORDERS = ("C", "F", "A", "K")
 
 
@@ -157,7 +158,7 @@ def check_numpy_options(subscripts: str, arrays: Sequence[Any], dtype: Any, cast
                             f"the rule {casting!r}{default}; pass casting='unsafe' to truncate")
 
 
-def out_casting(casting: str, optimize: Any, n_operands: int, out: Any) -> str:
+def out_casting(casting: str, optimize: Any, n_operands: int, out: Any) -> Casting:
     """The casting rule the result is written into ``out=`` under, as np.einsum writes it.
 
     ``casting=`` (numpy's default ``'safe'``), as np.einsum's single call (``optimize=False``)
@@ -173,7 +174,7 @@ def out_casting(casting: str, optimize: Any, n_operands: int, out: Any) -> str:
     if getattr(out, "ndim", None) == 0 and n_operands >= 2 and optimize is not False and not (
             isinstance(optimize, str) and optimize == "direct"):
         return "unsafe"
-    return casting
+    return cast(Casting, casting)   # checked against CASTING_RULES by check_numpy_options
 
 
 def apply_order(result: Any, order: str, arrays: Sequence[Any]) -> Any:
