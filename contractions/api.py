@@ -770,9 +770,9 @@ def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tupl
 def _wrong_count(expr: ContractExpression, n: int, given: int) -> None:
     constants = f" (positions {sorted(expr.constants)} are constants)" if expr.constants else ""
     raise OperandCountError(
-        f"this `ContractExpression` for {quoted(expr.subscripts)} takes exactly {n} "
-        f"operand{'s' if n != 1 else ''}{constants} but {given} were given; pass one array per "
-        "term that is not a constant, in order")
+        f"this `ContractExpression` takes exactly {n} operand{'s' if n != 1 else ''}{constants} "
+        f"for {quoted(expr.subscripts)} but {given} were given; pass one array per term that is "
+        "not a constant, in order")
 
 
 def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:

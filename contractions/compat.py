@@ -212,7 +212,7 @@ def numpy_optimize(optimize: Any) -> Any:
 
 
 #: opt_einsum's backend names (and their aliases) -> the names the registry uses, and
-#: ``'object'``: numpy with the operands as object arrays (opt_einsum's exact Python arithmetic).
+#: ``'object'`` (opt_einsum's backend for object arrays): numpy, whose every path keeps them.
 _BACKEND_ALIASES = {
     "numpy": "numpy", "jax": "jax", "jax.numpy": "jax", "libjax": "jax", "torch": "torch",
     "pytorch": "torch", "dask": "dask", "dask.array": "dask", "array_api": "array_api",
@@ -263,8 +263,8 @@ def to_library(name: str, arrays: Sequence[np.ndarray]) -> list[Any]:
     """numpy arrays as arrays of the library ``name`` (for opt_einsum's ``backend=``)."""
     if name == "numpy":
         return list(arrays)
-    if name == "object":
-        return [np.asarray(a).astype(object) for a in arrays]
+    if name == "object":   # numpy's own arithmetic on the operands as given (object or not)
+        return list(arrays)
     if name == "jax":
         import jax.numpy as jnp
 
@@ -291,7 +291,9 @@ def from_library(name: str, result: Any, scalar: bool = True) -> Any:
         result = result.compute()
     elif name == "torch":
         result = result.detach().cpu().numpy()
-    out = np.asarray(result, dtype=object if name == "object" else None)
+    # (a 0-d object result comes back from numpy as the bare object: keep it an object array)
+    bare = name == "object" and not isinstance(result, (np.ndarray, np.generic))
+    out = np.asarray(result, dtype=object if bare else None)
     return out[()] if out.ndim == 0 and scalar else out
 
 
