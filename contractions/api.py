@@ -15,6 +15,7 @@ dictionary lookup plus the arithmetic.
 
 from __future__ import annotations
 
+import decimal
 import inspect
 import math
 import operator
@@ -29,12 +30,16 @@ from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .caching import byte_bounded_cache, shapes_key_weight, weight
 from .compat import (
+    Casting,
     apply_order,
     backend_name,
+    check_expression_keywords,
     check_numpy_options,
+    evaluated_constants,
     from_library,
     from_sublists,
     numpy_optimize,
+    out_casting,
     path_info,
     to_library,
 )
@@ -73,6 +78,11 @@ class _Array(Protocol):
 
 
 _ArrayT = TypeVar("_ArrayT", bound=_Array)
+# Every overload takes its operands as a type variable, so that for an operand whose type holds
+# Any (``x: np.ndarray`` is ``ndarray[Any, dtype[Any]]``) each overload's operand type is that
+# same type, and mypy takes the first overload that matches rather than Any for ambiguity.
+_NumpyT = TypeVar("_NumpyT", bound="NDArray[Any] | np.generic")
+_AnyT = TypeVar("_AnyT")
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain", "explanation",
            "expand_subscripts"]
@@ -321,7 +331,7 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
         try:
             elements = operator.index(memory_limit)
         except TypeError:
-            if not isinstance(memory_limit, (float, np.floating)):
+            if not isinstance(memory_limit, (float, np.floating, decimal.Decimal)):  # PathInfo's sizes
                 raise TypeError(f"memory_limit must be a number of elements or a size string, not "
                                 f"{type(memory_limit).__name__}; {hint}") from None
             if not math.isfinite(memory_limit):
@@ -359,13 +369,14 @@ _NO_SUBSCRIPTS: Any = object()
 # give NDArray[Any] (the result's shape and dtype differ from the operands'); an array type of
 # any other library (jax.Array, torch.Tensor, dask's Array: none is generic in its shape) comes
 # back as itself; a mix of libraries gives the `_Array` protocol, lists and Python scalars Any.
+# Operands annotated ``np.ndarray`` (its shape and dtype Any) give NDArray[Any] too (`_NumpyT`).
 # The keywords are the implementation's.
 @overload
-def contract(subscripts: str, *operands: NDArray[Any] | np.generic, **options: Any) -> NDArray[Any]: ...
+def contract(subscripts: str, *operands: _NumpyT, **options: Any) -> NDArray[Any]: ...
 @overload
 def contract(subscripts: str, *operands: _ArrayT, **options: Any) -> _ArrayT: ...
 @overload
-def contract(subscripts: Any = ..., *operands: Any, **options: Any) -> Any: ...
+def contract(subscripts: Any = ..., *operands: _AnyT, **options: Any) -> Any: ...
 def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -> Any:
     """Evaluate a grouped einsum.
 
@@ -457,7 +468,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
     """`contract` with its keywords named: the first call of a signature, other options,
     other array libraries."""
     if type(subscripts) is not str:
-        subscripts, operands = _sublist_call(subscripts, operands)
+        subscripts, operands = _sublist_call(subscripts, operands, single_call=optimize is False)
     if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
             and out is None and dtype is None and order is _ORDER_K and casting is _SAFE
             and backend is None):
@@ -502,7 +513,8 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
 contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defined]
 
 
-def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+def _sublist_call(first: Any, operands: tuple[Any, ...],
+                  single_call: bool = False) -> tuple[str, tuple[Any, ...]]:
     """np.einsum's sublist form, or numpy's error for a call without subscripts."""
     if first is _NO_SUBSCRIPTS:
         raise OperandCountError("contract needs the subscripts string and at least one operand, "
@@ -510,7 +522,7 @@ def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any
                                 "b, [1, 2], [0, 2])")
     if isinstance(first, str) or not operands:
         _check_subscripts(first)
-    return from_sublists(first, operands)
+    return from_sublists(first, operands, single_call)
 
 
 def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
@@ -525,10 +537,11 @@ def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: 
     if name is not None and name != backend_for(operands).name:
         result = _on_backend(name, subscripts, operands, len_groups, optimize, options, memory_limit)
         if out is not None:
-            np.copyto(out, result, casting="safe")
+            np.copyto(out, result, casting=out_casting(casting, optimize, len(operands), out))
             return out
         return apply_order(result, order, operands)
-    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit)
+    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit,
+                               casting=casting)
     return result if out is not None else apply_order(result, order, operands)
 
 
@@ -540,7 +553,7 @@ def _on_backend(name: str, subscripts: str, operands: Sequence[Any], len_groups:
                                f"{backend_for(operands).name} arrays; pass backend='auto'")
     converted = to_library(name, [np.asarray(op) for op in operands])
     result = _contract_general(subscripts, converted, len_groups, optimize, options, None, memory_limit)
-    return from_library(name, result)
+    return from_library(name, result, scalar=name != "object")  # opt_einsum's object: 0-d array
 
 
 def _check_subscripts(subscripts: Any) -> None:
@@ -599,7 +612,8 @@ def _contract_foreign(subscripts: str, operands: Sequence[Any], len_groups: Mapp
 
 def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       optimize: Any, options: BackendOptions, out: Any = None,
-                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None) -> Any:
+                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None,
+                      casting: str = _SAFE) -> Any:
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
@@ -617,8 +631,9 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
         return run(*arrays)
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
                        layouts, backend.uses_einsum, backend.cost_model)
-    _check_out(out, backend, plan, arrays, options)
-    np.copyto(out, run(*arrays), casting="safe")
+    rule = out_casting(casting, optimize, len(arrays), out)
+    _check_out(out, backend, plan, arrays, options, rule)
+    np.copyto(out, run(*arrays), casting=rule)
     return out
 
 
@@ -646,8 +661,9 @@ def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
-               options: BackendOptions) -> None:
-    """``out=`` is checked like np.einsum checks it, before any arithmetic."""
+               options: BackendOptions, rule: Casting = "safe") -> None:
+    """``out=`` is checked like np.einsum checks it, before any arithmetic (``rule``: the
+    casting the result is written under, `compat.out_casting`)."""
     if backend.name != "numpy":
         raise TypeError(f"out= is supported for numpy operands only ({backend.name} arrays were "
                         "given); use the returned array")
@@ -658,9 +674,11 @@ def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
                                 f"{plan.output_shape} here")
     result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
               else np.result_type(*arrays))
-    if not np.can_cast(result, out.dtype, "safe"):
+    if not np.can_cast(result, out.dtype, rule):
+        safely = "safely" if rule == "safe" else f"by the rule casting={rule!r}"
         raise TypeError(f"out= has dtype {out.dtype} but the result is {result}, which it cannot "
-                        "hold safely; pass an out of that dtype (or dtype= to compute in another)")
+                        f"hold {safely}; pass an out of that dtype, casting='unsafe' to truncate, "
+                        "or dtype= to compute in another")
     if not out.flags.writeable:
         raise ValueError("out= is read-only")
 
@@ -727,6 +745,18 @@ class ContractExpression:
         return _runner(_checked_backend(backend), self.subscripts, self.shapes, self.supplements,
                        self.optimize, options, self.memory_limit)
 
+    @property
+    def contraction_list(self) -> list[tuple[Any, ...]]:
+        """opt_einsum's ``contraction_list`` for the path this expression runs (on its
+        expanded einsum): one ``(positions, removed, einsum, remaining, blas)`` per step."""
+        return list(path_info(self.plan.expansion.einsum, self.plan.shapes,
+                              [tuple(step) for step in self.schedule.path]).contraction_list)
+
+    @property
+    def _evaluated_constants(self) -> dict[str, list[Any]]:
+        # opt_einsum's name (its tests read it): the constants as held per library
+        return evaluated_constants(len(self.shapes), self.constants, self._converted)
+
     def explain(self, backend: str = "numpy") -> str:
         """The `explain` report of this expression (for ``backend``'s schedule)."""
         return explain(self.subscripts, *self.shapes, optimize=self.optimize, backend=backend,
@@ -734,7 +764,7 @@ class ContractExpression:
                        **{f"len_{g}": n for g, n in self.supplements})
 
     @overload
-    def __call__(self, *operands: NDArray[Any] | np.generic, precision: Any = ...,
+    def __call__(self, *operands: _NumpyT, precision: Any = ...,
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> NDArray[Any]: ...
     @overload
@@ -742,7 +772,7 @@ class ContractExpression:
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> _ArrayT: ...
     @overload
-    def __call__(self, *operands: Any, precision: Any = ...,
+    def __call__(self, *operands: _AnyT, precision: Any = ...,
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> Any: ...
     def __call__(self, *operands: Any, precision: Any = None, preferred_element_type: Any = None,
@@ -764,6 +794,8 @@ class ContractExpression:
                 except TypeError:
                     _check_dtypes(operands)
                     raise
+        if len(operands) != len(self.shapes):
+            _wrong_count(self, len(self.shapes), len(operands))
         backend = backend_for(operands)
         arrays = _as_operands(operands, backend)
         _check_dtypes(arrays)
@@ -783,12 +815,18 @@ def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tupl
     """The call's operands with the expression's constants put back in their positions."""
     n = len(expr.shapes) - len(expr.constants)
     if len(operands) != n:
-        raise OperandCountError(
-            f"this expression for {quoted(expr.subscripts)} takes {n} operand{'s' if n != 1 else ''} "
-            f"(positions {sorted(expr.constants)} are constants) but {len(operands)} were given")
+        _wrong_count(expr, n, len(operands))
     constants = _constants_for(expr, operands)
     given = iter(operands)
     return tuple(constants[k] if k in constants else next(given) for k in range(len(expr.shapes)))
+
+
+def _wrong_count(expr: ContractExpression, n: int, given: int) -> None:
+    constants = f" (positions {sorted(expr.constants)} are constants)" if expr.constants else ""
+    raise OperandCountError(
+        f"this `ContractExpression` takes exactly {n} operand{'s' if n != 1 else ''}{constants} "
+        f"for {quoted(expr.subscripts)} but {given} were given; pass one array per term that is "
+        "not a constant, in order")
 
 
 def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:
@@ -821,7 +859,8 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
                                    f"{backend_for(operands).name} arrays; pass backend='auto'")
         converted = to_library(name, [np.asarray(op) for op in operands])
         result = from_library(name, expr(*_without_constants(expr, converted), precision=precision,
-                                         preferred_element_type=preferred_element_type))
+                                         preferred_element_type=preferred_element_type),
+                              scalar=False)   # opt_einsum's expressions: a 0-d array
     else:
         result = expr(*_without_constants(expr, operands), precision=precision,
                       preferred_element_type=preferred_element_type)
@@ -829,8 +868,9 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
         return result
     options = BackendOptions(precision, preferred_element_type)
     arrays = _as_operands(operands, _NUMPY)
-    _check_out(out, _NUMPY, expr.plan, arrays, options)
-    np.copyto(out, result, casting="safe")
+    rule = out_casting(_SAFE, expr.optimize, len(expr.shapes), out)
+    _check_out(out, _NUMPY, expr.plan, arrays, options, rule)
+    np.copyto(out, result, casting=rule)
     return out
 
 
@@ -855,6 +895,7 @@ def contract_expression(subscripts: str, *shapes: Any, optimize: Any = "auto",
     >>> expr.schedule.path, expr(np.ones((3, 2, 5)), np.ones((3, 2, 4))).shape
     (((0, 1),), (2, 4, 5))
     """
+    check_expression_keywords(subscripts, len_groups)  # opt_einsum's out=, backend=: the call's
     if type(subscripts) is not str and shapes:  # the sublist form, with shapes for operands
         subscripts, shapes = from_sublists(subscripts, shapes)
     fixed = _constant_operands(shapes, constants)

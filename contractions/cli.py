@@ -7,7 +7,7 @@
     contractions check src/            # lint contract() call sites (exit 0 / 1 findings / 2 usage)
     contractions scan src/ --json      # vocabulary and call sites
     contractions calibrate --quick     # measure this machine's prices (--show: the profile in use)
-    contractions                       # this help (exit status 2: no command given)
+    contractions                       # this help (exit status 0, as --help)
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="grouped-einsum: an einsum whose UPPERCASE letters are groups of zero or "
                     "more axes. Explain a call, run the demo, or lint and scan call sites.",
         epilog="run 'contractions COMMAND --help' for a command's options; 'contractions' alone "
-               "prints this help and exits with status 2 (no command given)")
+               "prints this help and exits with status 0, as --help does")
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s {__version__} (distribution grouped-einsum)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -164,9 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        if args.command is None:  # bare `contractions`: the help, and a usage status
+        if args.command is None:  # bare `contractions`: the help, as --help gives it
             parser.print_help()
-            return 2
+            return 0
         return _run(args)
     except BrokenPipeError:
         # `contractions scan . | head`: the reader left; that is not an error of ours.

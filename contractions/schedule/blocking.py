@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import MemoryLimitError
+from ..errors import ContractionError, MemoryLimitError
 from ..model.layout import factor_read_ns, profile_of
 from ..model.numpy_prices import NUMPY_MODEL, access_pattern, einsum_step_ns
 from ..model.protocol import CostModel, size_of
@@ -61,12 +61,41 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4)), strategy='pairwise').path
     ((0, 1),)
     """
+    if strategy is None and _nothing_to_multiply(shapes, extents_by_label):
+        return _trivial(inputs, output, shapes, optimize, use_einsum, memory_limit, extents_by_label,
+                        layouts, cost_model)
     options = lower_candidates(inputs, output, shapes, optimize, strategy, use_einsum, extents_by_label,
                                layouts, cost_model)
     limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
     if options[0].strategy == "direct":
         return replace(options[0], memory_limit=limit)
     return _within_limit(options, limit, use_einsum, strict=memory_limit != "default", model=cost_model)
+
+
+def _nothing_to_multiply(shapes: tuple[Shape, ...], extents_by_label: tuple[int, ...] | None) -> bool:
+    """Is the call trivial: an extent of 0 (its result is all zeros, maybe empty) or every
+    operand 0-d or of one element (so is the result)?"""
+    extents = extents_by_label if extents_by_label is not None else tuple(n for s in shapes for n in s)
+    return 0 in extents or all(n == 1 for n in extents)
+
+
+def _trivial(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...], optimize: Any,
+             use_einsum: bool, memory_limit: Any, extents_by_label: tuple[int, ...] | None,
+             layouts: tuple[int, ...] | None, cost_model: CostModel) -> Schedule:
+    """A trivial call (`_nothing_to_multiply`) as one einsum call, which allocates nothing
+    beyond its result, so any ``memory_limit`` holds without blocks (the path stays the
+    asked one where it is explicit, else the left-to-right one: see `paths.trivial_path`).
+    Where one einsum call cannot run it (a library without einsum, more axes or operands than
+    one call takes), the pairwise schedule runs unblocked: no search for blocks, whose sizes
+    mean nothing on an empty extent."""
+    try:
+        options = lower_candidates(inputs, output, shapes, optimize, "direct" if use_einsum else "pairwise",
+                                   use_einsum, extents_by_label, layouts, cost_model)
+    except ContractionError:
+        options = lower_candidates(inputs, output, shapes, optimize, "pairwise", use_einsum,
+                                   extents_by_label, layouts, cost_model)
+    limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
+    return replace(min(options, key=lambda o: o.cost_ns), memory_limit=limit)
 
 
 def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
