@@ -13,15 +13,7 @@ The pipeline, one module per stage: `parser` -> `solver` -> `expand` -> `plan` -
 from opt_einsum.contract import PathInfo
 
 from ._version import __version__
-from .api import (
-    ContractExpression,
-    contract,
-    contract_expression,
-    contract_path,
-    expand_subscripts,
-    explain,
-    explanation,
-)
+from .api import contract
 from .backends.scratch import ScratchInfo, clear_scratch, scratch_info, scratch_limit
 from .errors import (
     ContractionError,
@@ -37,6 +29,8 @@ from .errors import (
     UnderdeterminedError,
 )
 from .expand import Expansion, expansion
+from .explaining import expand_subscripts, explain, explanation
+from .expressions import ContractExpression, contract_expression, contract_path
 from .parser import ParsedSubscripts, parse
 from .plan import Plan, make_plan
 from .schedule import Explanation, Schedule, make_schedule

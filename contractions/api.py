@@ -1,27 +1,20 @@
-"""The public verbs: `contract`, `contract_expression`, `explain`, `expand_subscripts`.
+"""`contract`, and the one call path every call takes: the hot dict, else the checked route
+(arguments checked, a backend chosen), the runner cache, and on a miss plan -> schedule (the
+cheapest sound tier for a first call: `schedule.tiers`) -> the backend's compiled runner.
 
-This is the last stage: parse -> solve -> expand -> plan -> schedule -> backend, looked up in
-caches keyed on ``(subscripts, shapes, supplements, optimize)``, so a warm call is one
-dictionary lookup plus the arithmetic.
+A warm call is one dictionary lookup plus the arithmetic.  `expressions` (plans once for fixed
+shapes) and `explaining` (reports) build on the caches here.
 
 >>> import numpy as np
 >>> x = np.ones((4, 2, 3)); cores = np.ones((2, 3, 5, 6)); z = np.ones((4, 2, 5))
 >>> contract('WCa,Caib,WCi->WCb', x, cores, z).shape
 (4, 2, 6)
->>> expr = contract_expression('WCa,Caib,WCi->WCb', x.shape, cores.shape, z.shape)
->>> expr(x, cores, z).shape, expr.output_shape
-((4, 2, 6), (4, 2, 6))
 """
 
 from __future__ import annotations
 
-import decimal
 import inspect
-import math
-import operator
-import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
@@ -29,40 +22,32 @@ import numpy as np
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
 from .caching import byte_bounded_cache, shapes_key_weight, weight
+from .checks import (
+    as_operands,
+    check_dtypes,
+    check_subscripts,
+    checked_optimize,
+    layouts_of,
+    normalise_memory_limit,
+    result_itemsize,
+    shapes_of,
+)
 from .compat import (
     Casting,
     apply_order,
     backend_name,
-    check_expression_keywords,
     check_numpy_options,
-    evaluated_constants,
     from_library,
     from_sublists,
     numpy_optimize,
     out_casting,
-    path_info,
     to_library,
 )
-from .errors import ContractionError, OperandCountError, OptionError, SizeMismatchError, quoted
-from .expand import ellipsis_ranks, expand
+from .errors import ContractionError, OperandCountError, SizeMismatchError, quoted
 from .model.numpy_prices import NUMPY_MODEL
-from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import (
-    CONVERTED,
-    FORTRAN,
-    STRIDED,
-    ExplainedGroup,
-    Explanation,
-    FirstCall,
-    Schedule,
-    _checked_path,
-    explained_steps,
-    make_schedule,
-    normalise_optimize,
-)
+from .schedule import Schedule, make_schedule
 from .schedule.tiers import first_schedule, remember_full
-from .solver import identifiability, solve_call
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -84,48 +69,11 @@ _ArrayT = TypeVar("_ArrayT", bound=_Array)
 _NumpyT = TypeVar("_NumpyT", bound="NDArray[Any] | np.generic")
 _AnyT = TypeVar("_AnyT")
 
-__all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain", "explanation",
-           "expand_subscripts"]
+__all__ = ["contract"]
 
 _ndarray = np.ndarray
 _NUMPY = backend_named("numpy")
 _DEFAULT_OPTIONS = BackendOptions()
-
-
-# ------------------------------------------------------------------------------ operands
-_REFUSED = (str, bytes, dict, set, frozenset, types.GeneratorType)
-
-
-def _as_operands(operands: Sequence[Any], backend: Backend) -> tuple[Any, ...]:
-    """Operands the backend can take: lists, tuples and scalars become numpy arrays.
-
-    Anything else that is not an array (``None``, strings, dicts, generators, arbitrary
-    objects) is a `TypeError` naming its position, raised before any arithmetic.
-    """
-    out = []
-    for k, op in enumerate(operands):
-        if type(op) is _ndarray or (backend.name != "numpy" and backend.owns(op)):
-            out.append(op)
-            continue
-        if op is None or isinstance(op, _REFUSED) or not (
-                isinstance(op, (list, tuple, int, float, complex, np.generic, np.ndarray))
-                or hasattr(op, "__array__") or hasattr(op, "__array_interface__")):
-            raise TypeError(
-                f"operand {k} is {type(op).__name__} ({_short_repr(op)}), not an array; pass "
-                "arrays (numpy, JAX, torch, dask or an Array API library) or nested lists/tuples "
-                "of numbers")
-        try:
-            out.append(np.asarray(op))
-        except ValueError as exc:  # ragged nesting, among others
-            raise ContractionError(
-                f"operand {k} cannot be made an array ({exc}); nested lists must be "
-                "rectangular (every row the same length)") from None
-    return tuple(out)
-
-
-def _short_repr(op: Any) -> str:
-    text = repr(op)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # ---------------------------------------------------------------------------- the caches
@@ -248,23 +196,12 @@ def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,
         dtype = arrays[0].dtype if target is None else target
         for a in arrays:
             if a.dtype != dtype or not a.flags.c_contiguous:
-                layouts = _layouts_of(arrays, options)
+                layouts = layouts_of(arrays, options)
                 return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
                                layouts, tiered=True)(*arrays)
         return run(*arrays)
 
     return guarded
-
-
-def _layouts_of(arrays: Sequence[Any], options: BackendOptions) -> tuple[int, ...] | None:
-    """`Schedule.layouts` for numpy operands: which are strided, which are converted."""
-    if not arrays or not all(type(a) is _ndarray for a in arrays):
-        return None
-    target = options.preferred_element_type
-    dtype = np.dtype(target) if target is not None else np.result_type(*arrays)
-    codes = tuple((0 if a.flags.c_contiguous else FORTRAN if a.flags.f_contiguous else STRIDED)
-                  | (CONVERTED if a.dtype != dtype else 0) for a in arrays)
-    return codes if any(codes) else None
 
 
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
@@ -296,55 +233,6 @@ def _backend_limit(backend: Backend, limit: Any) -> Any:
     if not backend.honours_memory_limit or (limit == "default" and not backend.blocks_by_default):
         return None
     return limit
-
-
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
-
-def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
-    """``memory_limit=`` as the schedule takes it: None, ``'default'``, ``'max_input'`` or a
-    number of elements.  Strings with a byte unit (``'64MB'``, ``'1.5GiB'``) are divided by
-    ``itemsize`` (the result dtype's; 8 when shapes alone are known).  A value of the wrong
-    type is a `TypeError`; a number that is not a positive finite whole number of elements (or
-    a string that is not a size) an `OptionError`.
-
-    >>> normalise_memory_limit('1MiB'), normalise_memory_limit(10**6), normalise_memory_limit(None)
-    (131072, 1000000, None)
-    """
-    if memory_limit is None or (isinstance(memory_limit, str) and memory_limit in ("default", "max_input")):
-        return memory_limit
-    hint = "write a number of elements, a size such as '64MB' or '1GiB', 'default', 'max_input' or None"
-    if isinstance(memory_limit, bool) or type(memory_limit).__name__ == "bool_":
-        raise TypeError(f"memory_limit must be a number of elements, a size like '64MB', "
-                        f"'default', 'max_input' or None, not a bool ({memory_limit!r})")
-    if isinstance(memory_limit, str):
-        import re
-
-        found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([kmg]i?b|b)\s*", memory_limit.lower())
-        if not found:
-            raise OptionError(f"memory_limit={_short_repr(memory_limit)}: {hint}")
-        size = float(found.group(1)) * _UNITS[found.group(2)] / itemsize
-        if not math.isfinite(size):
-            raise OptionError(f"memory_limit={_short_repr(memory_limit)} is too large to be a size; {hint}")
-        elements = int(size)
-    else:
-        try:
-            elements = operator.index(memory_limit)
-        except TypeError:
-            if not isinstance(memory_limit, (float, np.floating, decimal.Decimal)):  # PathInfo's sizes
-                raise TypeError(f"memory_limit must be a number of elements or a size string, not "
-                                f"{type(memory_limit).__name__}; {hint}") from None
-            if not math.isfinite(memory_limit):
-                raise OptionError(f"memory_limit={memory_limit!r} is not a finite number of elements; "
-                                  "pass None for no limit") from None
-            if memory_limit != int(memory_limit):
-                raise OptionError(f"memory_limit={memory_limit!r} is not a whole number of elements; "
-                                  f"{hint} (None for no limit)") from None
-            elements = int(memory_limit)
-    if elements < 1:
-        raise OptionError(f"memory_limit={_short_repr(memory_limit)} must be at least one element; "
-                          "pass None for no limit")
-    return elements
 
 
 # The hot-path cache: (subscripts, *shapes, *len_items) -> the compiled numpy callable, for
@@ -455,7 +343,7 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
                     try:
                         return run(*operands)
                     except TypeError:
-                        _check_dtypes(operands)  # a str or datetime array: say so plainly
+                        check_dtypes(operands)  # a str or datetime array: say so plainly
                         raise
     return _contract(subscripts, *operands, **options)
 
@@ -492,7 +380,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
                     try:
                         return run(*operands)
                     except TypeError:
-                        _check_dtypes(operands)  # a str or datetime array: say so plainly
+                        check_dtypes(operands)  # a str or datetime array: say so plainly
                         raise
                 return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
         if precision is None:
@@ -521,7 +409,7 @@ def _sublist_call(first: Any, operands: tuple[Any, ...],
                                 "or operands each followed by its sublist, e.g. contract(a, [0, 1], "
                                 "b, [1, 2], [0, 2])")
     if isinstance(first, str) or not operands:
-        _check_subscripts(first)
+        check_subscripts(first)
     return from_sublists(first, operands, single_call)
 
 
@@ -530,8 +418,8 @@ def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: 
                           dtype: Any, order: Any, casting: Any, backend: Any) -> Any:
     """``contract`` with np.einsum's ``order=``/``casting=``/``dtype=`` rules and
     opt_einsum's ``backend=``: checked before any arithmetic, then the general route."""
-    _check_subscripts(subscripts)
-    arrays = _as_operands(operands, backend_for(operands))  # bad operands: documented errors
+    check_subscripts(subscripts)
+    arrays = as_operands(operands, backend_for(operands))  # bad operands: documented errors
     check_numpy_options(subscripts, arrays, dtype, casting, order)
     name = backend_name(backend)
     if name is not None and name != backend_for(operands).name:
@@ -556,15 +444,10 @@ def _on_backend(name: str, subscripts: str, operands: Sequence[Any], len_groups:
     return from_library(name, result, scalar=name != "object")  # opt_einsum's object: 0-d array
 
 
-def _check_subscripts(subscripts: Any) -> None:
-    if not isinstance(subscripts, str):
-        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
-
-
 def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       key: tuple[Any, ...]) -> Any:
-    _check_subscripts(subscripts)
-    _check_dtypes(operands)
+    check_subscripts(subscripts)
+    check_dtypes(operands)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
     run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS, tiered=True)
@@ -614,15 +497,15 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
                       optimize: Any, options: BackendOptions, out: Any = None,
                       memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None,
                       casting: str = _SAFE) -> Any:
-    _check_subscripts(subscripts)
+    check_subscripts(subscripts)
     backend = backend_for(operands)
-    arrays = _as_operands(operands, backend)
-    _check_dtypes(arrays)
+    arrays = as_operands(operands, backend)
+    check_dtypes(arrays)
     supplements = normalise_supplements(len_groups)
-    shapes = _shapes_of(arrays)
-    optimize = _checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
-    limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
-    layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
+    shapes = shapes_of(arrays)
+    optimize = checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
+    limit = normalise_memory_limit(memory_limit, result_itemsize(arrays, options))
+    layouts = layouts_of(arrays, options) if backend is _NUMPY else None
     run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
                   tiered=True)
     if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
@@ -635,29 +518,6 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_out(out, backend, plan, arrays, options, rule)
     np.copyto(out, run(*arrays), casting=rule)
     return out
-
-
-def _shapes_of(arrays: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
-    shapes = []
-    for k, a in enumerate(arrays):
-        try:
-            shapes.append(tuple(int(n) for n in a.shape))
-        except (TypeError, ValueError):
-            raise ContractionError(
-                f"operand {k} has an unknown shape {tuple(a.shape)!r} (a lazy array whose chunk "
-                "sizes are not known yet: for dask, call .compute_chunk_sizes() first)") from None
-    return tuple(shapes)
-
-
-def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
-    """Bytes per element of the result (for byte-valued memory limits); 8 when unknown."""
-    try:
-        if options.preferred_element_type is not None:
-            return int(np.dtype(options.preferred_element_type).itemsize)
-        return int(max((np.dtype(a.dtype).itemsize for a in arrays), default=8))
-    except (TypeError, ValueError, AttributeError):
-        itemsize = [getattr(getattr(a, "dtype", None), "itemsize", None) for a in arrays]
-        return max((int(i) for i in itemsize if isinstance(i, int)), default=8)
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
@@ -683,548 +543,8 @@ def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
         raise ValueError("out= is read-only")
 
 
-# -------------------------------------------------------------------- contract_expression
-class ContractExpression:
-    """A contraction compiled for fixed operand shapes; call it with operands of those shapes.
-
-    Built by `contract_expression`.  ``plan`` and ``schedule`` are what runs (the same objects
-    `contract` uses), ``output_shape`` the result's shape; ``explain()`` reports it.  One
-    expression serves numpy, JAX and torch operands (each compiled on first use).
-
-    >>> import numpy as np
-    >>> expr = contract_expression('Wij,Wjk->Wik', (5, 2, 3), (5, 3, 4))
-    >>> expr.output_shape, float(expr(np.ones((5, 2, 3)), np.ones((5, 3, 4)))[0, 0, 0])
-    ((5, 2, 4), 3.0)
-    """
-
-    def __init__(self, subscripts: str, shapes: tuple[tuple[int, ...], ...],
-                 supplements: tuple[tuple[str, int], ...], optimize: Any,
-                 memory_limit: Any = "default", constants: Mapping[int, Any] | None = None) -> None:
-        _check_subscripts(subscripts)
-        #: opt_einsum's ``constants=``: operand position -> the array, converted once here
-        self.constants: dict[int, Any] = dict(constants or {})
-        self._converted: dict[tuple[str, str], dict[int, Any]] = {}  # constants per library
-        self.subscripts = subscripts
-        self.shapes = shapes
-        self.supplements = supplements
-        self.optimize = optimize
-        self.memory_limit = memory_limit
-        if _is_compiling():
-            return  # built inside torch.compile: planned when called (see _traced_call)
-        self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize, memory_limit)
-        self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS,
-                              memory_limit)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for an expression built under torch.compile, when used outside it.
-        if name in ("plan", "schedule", "_numpy"):
-            self.plan, self.schedule = _planned(self.subscripts, self.shapes, self.supplements,
-                                                self.optimize, self.memory_limit)
-            self._numpy = _runner(_NUMPY, self.subscripts, self.shapes, self.supplements,
-                                  self.optimize, _DEFAULT_OPTIONS, self.memory_limit)
-            return getattr(self, name)
-        raise AttributeError(name)
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        return self.plan.output_shape
-
-    def __repr__(self) -> str:
-        given = "".join(f", len_{g}={n}" for g, n in self.supplements)
-        shapes = ", ".join(map(str, self.shapes))
-        return f"<ContractExpression {self.subscripts!r} {shapes}{given} -> {self.output_shape}>"
-
-    def compiled(self, backend: str = "numpy", precision: Any = None,
-                 preferred_element_type: Any = None) -> Callable[..., Any]:
-        """The bare compiled callable for ``backend``'s arrays: no shape or type checks.
-
-        For the tightest loops (and for measuring the engine's own per-call cost); pass
-        operands of exactly ``shapes``.
-        """
-        options = BackendOptions(precision, preferred_element_type)
-        return _runner(_checked_backend(backend), self.subscripts, self.shapes, self.supplements,
-                       self.optimize, options, self.memory_limit)
-
-    @property
-    def contraction_list(self) -> list[tuple[Any, ...]]:
-        """opt_einsum's ``contraction_list`` for the path this expression runs (on its
-        expanded einsum): one ``(positions, removed, einsum, remaining, blas)`` per step."""
-        return list(path_info(self.plan.expansion.einsum, self.plan.shapes,
-                              [tuple(step) for step in self.schedule.path]).contraction_list)
-
-    @property
-    def _evaluated_constants(self) -> dict[str, list[Any]]:
-        # opt_einsum's name (its tests read it): the constants as held per library
-        return evaluated_constants(len(self.shapes), self.constants, self._converted)
-
-    def explain(self, backend: str = "numpy") -> str:
-        """The `explain` report of this expression (for ``backend``'s schedule)."""
-        return explain(self.subscripts, *self.shapes, optimize=self.optimize, backend=backend,
-                       memory_limit=self.memory_limit,
-                       **{f"len_{g}": n for g, n in self.supplements})
-
-    @overload
-    def __call__(self, *operands: _NumpyT, precision: Any = ...,
-                 preferred_element_type: Any = ...,
-                 out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> NDArray[Any]: ...
-    @overload
-    def __call__(self, *operands: _ArrayT, precision: Any = ...,
-                 preferred_element_type: Any = ...,
-                 out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> _ArrayT: ...
-    @overload
-    def __call__(self, *operands: _AnyT, precision: Any = ...,
-                 preferred_element_type: Any = ...,
-                 out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> Any: ...
-    def __call__(self, *operands: Any, precision: Any = None, preferred_element_type: Any = None,
-                 out: Any = None, backend: Any = None, evaluate_constants: bool = False) -> Any:
-        if self.constants:
-            operands = _with_constants(self, operands)
-        if _is_compiling():
-            # Traced by torch.compile: forward to contract, which is one node of the graph.
-            return _traced_call(self, operands, precision, preferred_element_type)
-        if out is not None or backend is not None:
-            return _call_numpy_style(self, operands, out, backend, precision, preferred_element_type)
-        if len(operands) == len(self.shapes) and preferred_element_type is None:
-            for op, shape in zip(operands, self.shapes):
-                if type(op) is not _ndarray or op.shape != shape:
-                    break
-            else:
-                try:
-                    return self._numpy(*operands)
-                except TypeError:
-                    _check_dtypes(operands)
-                    raise
-        if len(operands) != len(self.shapes):
-            _wrong_count(self, len(self.shapes), len(operands))
-        backend = backend_for(operands)
-        arrays = _as_operands(operands, backend)
-        _check_dtypes(arrays)
-        shapes = _shapes_of(arrays)
-        if shapes != self.shapes:
-            raise SizeMismatchError(
-                f"this expression for {quoted(self.subscripts)} was built for operand shapes "
-                f"{', '.join(map(str, self.shapes))} but was called with "
-                f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
-                "contract")
-        options = BackendOptions(precision, preferred_element_type)
-        return _runner(backend, self.subscripts, self.shapes, self.supplements, self.optimize,
-                       options, self.memory_limit)(*arrays)
-
-
-def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The call's operands with the expression's constants put back in their positions."""
-    n = len(expr.shapes) - len(expr.constants)
-    if len(operands) != n:
-        _wrong_count(expr, n, len(operands))
-    constants = _constants_for(expr, operands)
-    given = iter(operands)
-    return tuple(constants[k] if k in constants else next(given) for k in range(len(expr.shapes)))
-
-
-def _wrong_count(expr: ContractExpression, n: int, given: int) -> None:
-    constants = f" (positions {sorted(expr.constants)} are constants)" if expr.constants else ""
-    raise OperandCountError(
-        f"this `ContractExpression` takes exactly {n} operand{'s' if n != 1 else ''}{constants} "
-        f"for {quoted(expr.subscripts)} but {given} were given; pass one array per term that is "
-        "not a constant, in order")
-
-
-def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:
-    """The constants as arrays of the operands' library (JAX, torch: converted once per library
-    and device, then reused), so a call does not convert them again."""
-    if not operands or all(type(op) is _ndarray for op in operands):
-        return expr.constants
-    name = backend_for(operands).name
-    if name not in ("jax", "torch"):
-        return expr.constants
-    device = getattr(operands[0], "device", None) if name == "torch" else None
-    key = (name, str(device))
-    cache = expr._converted
-    if key not in cache:
-        numpy_ones = [k for k, c in expr.constants.items() if type(c) is _ndarray]
-        converted = dict(expr.constants)
-        for k, c in zip(numpy_ones, to_library(name, [expr.constants[k] for k in numpy_ones])):
-            converted[k] = c if device is None else c.to(device)
-        cache[key] = converted
-    return cache[key]
-
-
-def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: Any, backend: Any,
-                      precision: Any, preferred_element_type: Any) -> Any:
-    """An expression called with opt_einsum's ``out=`` or ``backend=``."""
-    name = backend_name(backend)
-    if name is not None and name != backend_for(operands).name:
-        if backend_for(operands).name != "numpy":
-            raise ContractionError(f"backend={name!r} was asked for, but the operands are "
-                                   f"{backend_for(operands).name} arrays; pass backend='auto'")
-        converted = to_library(name, [np.asarray(op) for op in operands])
-        result = from_library(name, expr(*_without_constants(expr, converted), precision=precision,
-                                         preferred_element_type=preferred_element_type),
-                              scalar=False)   # opt_einsum's expressions: a 0-d array
-    else:
-        result = expr(*_without_constants(expr, operands), precision=precision,
-                      preferred_element_type=preferred_element_type)
-    if out is None:
-        return result
-    options = BackendOptions(precision, preferred_element_type)
-    arrays = _as_operands(operands, _NUMPY)
-    rule = out_casting(_SAFE, expr.optimize, len(expr.shapes), out)
-    _check_out(out, _NUMPY, expr.plan, arrays, options, rule)
-    np.copyto(out, result, casting=rule)
-    return out
-
-
-def _without_constants(expr: ContractExpression, operands: Sequence[Any]) -> tuple[Any, ...]:
-    if not expr.constants:
-        return tuple(operands)
-    # the constants are re-inserted by the call; a converted constant replaces the stored one
-    return tuple(op for k, op in enumerate(operands) if k not in expr.constants)
-
-
-def contract_expression(subscripts: str, *shapes: Any, optimize: Any = "auto",
-                        memory_limit: Any = "default", constants: Sequence[int] | None = None,
-                        use_blas: Any = True, **len_groups: int) -> ContractExpression:
-    """Plan, schedule and compile a contraction once for these operand shapes.
-
-    The familiar opt_einsum/cotengra convention: the returned `ContractExpression` is called
-    with operands of exactly these shapes (numpy, JAX or torch) and skips every lookup.
-    ``memory_limit`` is as for `contract` (a byte size assumes 8-byte elements here).
-
-    >>> import numpy as np
-    >>> expr = contract_expression('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1)
-    >>> expr.schedule.path, expr(np.ones((3, 2, 5)), np.ones((3, 2, 4))).shape
-    (((0, 1),), (2, 4, 5))
-    """
-    check_expression_keywords(subscripts, len_groups)  # opt_einsum's out=, backend=: the call's
-    if type(subscripts) is not str and shapes:  # the sublist form, with shapes for operands
-        subscripts, shapes = from_sublists(subscripts, shapes)
-    fixed = _constant_operands(shapes, constants)
-    return ContractExpression(subscripts, _checked_shapes(shapes, "contract_expression"),
-                              normalise_supplements(len_groups), _checked_optimize(numpy_optimize(optimize), subscripts, len(shapes)),
-                              normalise_memory_limit(memory_limit), constants=fixed)
-
-
-def _constant_operands(shapes: Sequence[Any], constants: Sequence[int] | None) -> dict[int, Any]:
-    """opt_einsum's ``constants=``: positions whose entry in ``shapes`` is the array itself."""
-    if constants is None:
-        return {}
-    fixed = {}
-    for k in constants:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < len(shapes):
-            raise TypeError(f"constants= lists operand positions 0..{len(shapes) - 1}, got {k!r}")
-        if not hasattr(shapes[k], "shape") or not hasattr(shapes[k], "dtype"):
-            raise TypeError(f"constants= names operand {k}, so pass that operand's array (not its "
-                            "shape) in its place")
-        item = shapes[k]
-        fixed[int(k)] = item if type(item) is _ndarray else (
-            np.asarray(item) if isinstance(item, (np.generic, list, tuple)) else item)
-    return fixed
-
-
-# ---------------------------------------------------------------------------- contract_path
-def contract_path(subscripts: Any, *operands: Any, optimize: Any = "auto",
-                  memory_limit: Any = "default", shapes: bool = False, use_blas: bool = True,
-                  **len_groups: int) -> tuple[list[tuple[int, ...]], Any]:
-    """opt_einsum's ``contract_path``: the pairwise path `contract` runs and its `PathInfo`.
-
-    ``path`` is in opt_einsum's list-of-pairs form (pass it back as ``optimize=``); the info is
-    opt_einsum's own `PathInfo` for that path on the expanded einsum (one letter per axis), so
-    ``contraction_list``, ``opt_cost``, ``naive_cost``, ``speedup``, ``size_list``,
-    ``largest_intermediate`` and its printed table read as opt_einsum's.  With
-    ``shapes=True`` the operands are shapes.
-
-    >>> import numpy as np
-    >>> path, info = contract_path('ij,jk,kl->il', np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5)))
-    >>> path, info.opt_cost
-    ([(0, 1), (0, 1)], Decimal('128'))
-    """
-    if type(subscripts) is not str:
-        subscripts, operands = _sublist_call(subscripts, operands)
-    _check_subscripts(subscripts)
-    supplements = normalise_supplements(len_groups)
-    if shapes:
-        shape_list = _checked_shapes(operands, "contract_path")
-    else:
-        shape_list = _shapes_of(_as_operands(operands, _NUMPY if not operands else backend_for(operands)))
-    opt = _checked_optimize(numpy_optimize(optimize), subscripts, len(shape_list))
-    plan, schedule = _planned(subscripts, shape_list, supplements, opt,
-                              normalise_memory_limit(memory_limit))
-    path = [tuple(step) for step in schedule.path]
-    return path, path_info(plan.expansion.einsum, plan.shapes, path, use_blas=use_blas)
-
-
-# ------------------------------------------------------------------------- introspection
-def _checked_shapes(items: Sequence[Any], verb: str) -> tuple[tuple[int, ...], ...]:
-    shapes = []
-    for k, item in enumerate(items):
-        raw = item.shape if hasattr(item, "shape") else item
-        if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) and not hasattr(raw, "__iter__"):
-            raise TypeError(f"{verb}: shape {k} must be a tuple of ints, got {item!r}")
-        shape = []
-        for n in raw:
-            if isinstance(n, bool):
-                raise TypeError(f"{verb}: shape {k} {tuple(raw)!r} has a bool extent")
-            try:
-                n = operator.index(n)
-            except TypeError:
-                if hasattr(item, "shape") and (n is None or isinstance(n, float)):
-                    raise ContractionError(
-                        f"{verb}: operand {k} has an unknown shape {tuple(raw)!r} (a lazy array whose "
-                        "chunk sizes are not known yet: for dask, call .compute_chunk_sizes() first)"
-                    ) from None
-                raise TypeError(f"{verb}: shape {k} {tuple(raw)!r} has a non-integer extent "
-                                f"{n!r}") from None
-            if n < 0:
-                raise ContractionError(f"{verb}: shape {k} {tuple(raw)!r} has a negative extent")
-            shape.append(n)
-        shapes.append(tuple(shape))
-    return tuple(shapes)
-
-
-def _shapes_or_ndims(items: Sequence[Any], verb: str
-                     ) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[int, ...]]:
-    """Split explain/expand arguments into (shapes or None, ndims); never a mix."""
-    is_ndim = []
-    for item in items:
-        if isinstance(item, bool):
-            raise TypeError(f"{verb}: an ndim must be an int, not bool ({item!r})")
-        # numpy integers have a .shape (of a 0-d array) but are ndims, as Python ints are
-        is_ndim.append(isinstance(item, (int, np.integer))
-                       or (not hasattr(item, "shape") and hasattr(item, "__index__")))
-    if items and all(is_ndim):
-        ndims = tuple(operator.index(i) for i in items)
-        if any(n < 0 for n in ndims):
-            raise ContractionError(f"{verb}: ndims must be >= 0, got {ndims}")
-        return None, ndims
-    if any(is_ndim):
-        raise TypeError(f"{verb}: pass one shape (or array) per operand, or one ndim per operand, "
-                        f"not a mix: {list(items)!r}")
-    shapes = _checked_shapes(items, verb)
-    return shapes, tuple(len(s) for s in shapes)
-
-
-def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int) -> str:
-    """The plain einsum string a grouped call expands to (no arithmetic).
-
-    Pass one shape tuple, array or ndim (int) per operand.
-
-    >>> expand_subscripts('WCa,Caib,WCi->WCb', 4, 5, 4)
-    'ABCa,BCaib,ABCi->ABCb'
-    >>> expand_subscripts('Vo,VWo->WVo', (3, 5), (3, 2, 2, 5))
-    'Ao,ABCo->BCAo'
-    """
-    _check_subscripts(subscripts)
-    supplements = normalise_supplements(len_groups)
-    shapes, ndims = _shapes_or_ndims(shapes_or_ndims, "expand_subscripts")
-    _check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape",
-                      "expand_subscripts")
-    if shapes is not None:
-        return make_plan(subscripts, shapes, supplements).expansion.einsum
-    parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
-    return expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims)).einsum
-
-
-def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
-            backend: str | None = None, memory_limit: Any = "default", **len_groups: int) -> str:
-    """A report of how ``subscripts`` is solved, expanded, scheduled and run.
-
-    With shapes (or arrays) it includes the extents and the schedule the backend would run:
-    its strategy, the pairwise path in ``optimize=`` form, each step with its kernel and
-    modelled cost, any blocks, the FLOP count and the peak extra memory (elements alive at once
-    beyond operands and result) against ``memory_limit``.  The backend is the operands' (with
-    arrays) or ``backend`` (``'numpy'`` by default); with bare ndims (ints) the report stops at
-    the expansion.  `explanation` returns the same report as data.
-
-    >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
-    subscripts      'WCo,WCa->Cao'
-    ...
-    path            [(0, 1)]...
-    ...
-    """
-    return str(explanation(subscripts, *shapes_or_operands, optimize=optimize, backend=backend,
-                           memory_limit=memory_limit, **len_groups))
-
-
-def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
-                backend: str | None = None, memory_limit: Any = "default",
-                **len_groups: int) -> Explanation:
-    """The `explain` report as an `Explanation`: its numbers as attributes (the path, each
-    step's kernel, FLOPs and modelled time, the blocks, the peak), its text as ``str()``.
-    Takes exactly `explain`'s arguments.
-
-    >>> e = explanation('WCa,Caib,WCi->WCb', (40, 2, 30), (2, 30, 50, 60), (40, 2, 50),
-    ...                 optimize='greedy')
-    >>> e.path, [step.kernel for step in e.steps], e.group_lengths
-    (((1, 2), (0, 1)), ['matmul', 'matmul'], {'W': 1, 'C': 1})
-    >>> str(e) == explain('WCa,Caib,WCi->WCb', (40, 2, 30), (2, 30, 50, 60), (40, 2, 50),
-    ...                   optimize='greedy')
-    True
-    """
-    _check_subscripts(subscripts)
-    supplements = normalise_supplements(len_groups)
-    shapes, ndims = _shapes_or_ndims(shapes_or_operands, "explain")
-    info = identifiability(subscripts, [g for g, _ in supplements])
-    _check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape", "explain")
-    alone = identifiability(subscripts).describe()
-    state = None
-    if supplements:
-        state = "determined" if not info.needs_supplement else info.describe()
-    runs = tuple("".join(r) for r in info.runs if len(r) > 1)
-    plan: Plan | None = None
-    first_call: FirstCall | None = None
-    if backend is not None:
-        chosen = _checked_backend(backend)
-    elif any(hasattr(item, "shape") for item in shapes_or_operands):
-        chosen = backend_for(shapes_or_operands)
-    else:
-        chosen = _NUMPY
-    if shapes is not None:
-        opt = _checked_optimize(numpy_optimize(optimize), subscripts, len(shapes))
-        arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
-        limit = _backend_limit(chosen, normalise_memory_limit(
-            memory_limit, _itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
-        if _framework_path(chosen, opt):
-            plan, schedule = make_plan(subscripts, shapes, supplements), None
-        else:
-            layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
-                       if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
-            if opt == "auto":  # before the full search below, which a later first call would reuse
-                first = first_schedule(make_plan(subscripts, shapes, supplements), opt,
-                                       chosen.uses_einsum, limit, layouts, chosen.cost_model or NUMPY_MODEL,
-                                       remember=False)
-                if first.search_ns:  # (one einsum call has nothing to search: no line)
-                    first_call = FirstCall(first.tier, first.search_ns, first.schedule.path,
-                                           first.schedule.cost_ns, first.upgrade_after)
-            plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
-                                      chosen.uses_einsum, chosen.cost_model)
-        exp, lengths = plan.expansion, plan.lengths
-    else:
-        parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")
-        exp = expand(parsed, lengths, ellipsis_ranks(parsed, lengths, ndims))
-    groups = tuple(
-        ExplainedGroup(g, n, "".join(exp.readable_symbol(lab) for lab in labels) or "-",
-                       tuple(plan.extents[lab] for lab in labels) if plan is not None else None)
-        for (g, labels), n in zip(exp.group_labels, lengths))
-    base = Explanation(subscripts=subscripts, identifiability=alone, co_travelling=runs,
-                       groups=groups, expanded=exp.readable, supplements=supplements,
-                       identifiability_with=state)
-    if plan is None:
-        return base
-    module = load(chosen)
-    if schedule is None:  # the framework chooses the path: report the one it will choose
-        return _framework_explanation(base, chosen, module, plan)
-    runs_steps = getattr(module, "RUNS_SCHEDULE_STEPS", False)
-    described = module.describe(plan, schedule, _DEFAULT_OPTIONS)
-    if hasattr(module, "describe_operands") and shapes_or_operands and all(
-            hasattr(item, "shape") and not isinstance(item, np.ndarray) for item in shapes_or_operands[:1]):
-        # a backend whose work depends on the operands themselves (dask: their chunks)
-        described = module.describe_operands(plan, schedule, _DEFAULT_OPTIONS, shapes_or_operands)
-    reported = replace(
-        base, output_shape=plan.output_shape, backend=chosen.name, optimizer=schedule.optimizer,
-        path=schedule.path,
-        path_taken=not (runs_steps and schedule.strategy == "direct" and len(plan.shapes) > 1
-                        and not getattr(module, "EINSUM_TAKES_PATH", False)),
-        schedule_lines=tuple(described), flops=schedule.flops, naive_flops=schedule.naive_flops)
-    if not runs_steps:
-        return reported
-    return replace(reported, strategy=schedule.strategy, blocking=schedule.blocking,
-                   steps=explained_steps(schedule, exp.readable_symbol),
-                   peak_extra=schedule.peak_extra, memory_limit=schedule.memory_limit,
-                   cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None,
-                   first_call=first_call)
-
-
-def _framework_explanation(base: Explanation, backend: Backend, module: Any, plan: Plan) -> Explanation:
-    """explain's report for a backend that picks its own path (JAX's default): the path is the
-    one ``jnp.einsum`` computes for these shapes (opt_einsum's ``'auto'``)."""
-    import opt_einsum
-
-    path, info = opt_einsum.contract_path(plan.expansion.einsum, *plan.shapes, shapes=True,
-                                          optimize="auto")
-    return replace(base, output_shape=plan.output_shape, backend=backend.name,
-                   path=tuple(tuple(int(k) for k in p) for p in path),
-                   schedule_lines=tuple(module.describe(plan, None, _DEFAULT_OPTIONS)),
-                   flops=int(info.opt_cost), naive_flops=int(info.naive_cost))
-
-
-# ------------------------------------------------------------------ argument validation
 # Small checks at the public boundary, so a bad argument fails with a documented error that
 # names it (and says what to pass) before any numpy or framework internals run.
-
-#: Most distinct axes one expansion can name: 52 letters, then `expand.symbol_past_letters`
-#: up to U+10FFFF (the surrogates skipped).
-MAX_AXES = 0x110000 - 140 - (0xE000 - 0xD800)
-
-# dtype kinds np.einsum cannot multiply: datetime, timedelta, bytes, str, structured/void.
-_NOT_NUMERIC = {"M": "datetime64", "m": "timedelta64", "S": "bytes", "U": "str", "V": "structured"}
-
-
-def _check_dtypes(arrays: Sequence[Any]) -> None:
-    """A `TypeError` naming the first operand whose numpy dtype holds no numbers."""
-    for k, a in enumerate(arrays):
-        dtype = getattr(a, "dtype", None)
-        # (extension float types such as ml_dtypes' bfloat16 are kind 'V' too, but not np.void)
-        if isinstance(dtype, np.dtype) and dtype.kind in _NOT_NUMERIC and (
-                dtype.kind != "V" or dtype.type is np.void):
-            raise TypeError(
-                f"operand {k} has dtype {dtype} ({_NOT_NUMERIC[dtype.kind]}), which holds no numbers "
-                "to multiply; contract takes bool, integer, float, complex (or object) arrays: "
-                f"convert it first (e.g. .astype(float){', or view its fields' if dtype.kind == 'V' else ''})")
-
-
-def _checked_optimize(optimize: Any, subscripts: Any = None, n_operands: int | None = None) -> Any:
-    """``optimize=`` normalised: an explicit path's positions must be ints (never truncated
-    floats) within range for ``n_operands`` (checked once they match the string's terms, so a
-    miscount is reported as such); an unknown preset is an `OptionError`."""
-    if isinstance(optimize, (list, tuple)):
-        for pair in optimize:
-            if isinstance(pair, (list, tuple)):
-                for k in pair:
-                    if isinstance(k, bool) or not hasattr(type(k), "__index__"):
-                        raise TypeError(f"optimize= path entries must be tuples of ints (operand "
-                                        f"positions): {tuple(pair)!r} holds {k!r:.40}; write e.g. [(0, 1)]")
-    try:
-        normalised = normalise_optimize(optimize)
-    except ContractionError:
-        raise
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
-    if isinstance(normalised, tuple) and n_operands is not None and isinstance(subscripts, str):
-        try:
-            terms = len(parse(subscripts).inputs)
-        except ContractionError:
-            return normalised  # the call reports the string's own error
-        if terms == n_operands:
-            _checked_path(normalised, n_operands)
-    return normalised
-
-
-def _checked_backend(name: Any) -> Backend:
-    """The backend named ``name``; an unknown name is an `OptionError`, a non-str a `TypeError`."""
-    if not isinstance(name, str):
-        raise TypeError(f"backend= must be a backend name such as 'numpy', 'jax' or 'torch', "
-                        f"not {type(name).__name__}")
-    try:
-        return backend_named(name)
-    except ValueError as exc:
-        raise OptionError(f"backend={_short_repr(name)}: {exc}") from None
-
-
-def _check_axis_count(subscripts: str, ndims: Sequence[int], supplements: tuple[tuple[str, int], ...],
-                      what: str, verb: str) -> None:
-    """An `OptionError` when the expansion would need more distinct axes than can be named
-    (only ever reachable with bare ndims or huge shape tuples)."""
-    if sum(ndims) <= MAX_AXES:
-        return  # every distinct axis is an axis of some operand
-    parsed, lengths = solve_call(subscripts, tuple(ndims), supplements, what=what)
-    letters = {ch for term in parsed.terms for ch in term if not ch.isupper()}
-    total = sum(lengths) + len(letters)
-    if total > MAX_AXES:
-        big = ", ".join(f"{g}={n:,}" for g, n in zip(parsed.groups, lengths) if n)
-        raise OptionError(
-            f"{verb}: {quoted(subscripts)} would expand to {total:,} distinct axes (group lengths "
-            f"{big}), more than the {MAX_AXES:,} an einsum string can name; check the ndims or "
-            "shapes passed")
 
 
 # -------------------------------------------------------------------------- torch.compile
@@ -1237,21 +557,6 @@ def _never_compiling() -> bool:
 
 
 _is_compiling: Callable[[], bool] = _never_compiling
-
-
-def _traced_call(expr: ContractExpression, operands: Sequence[Any], precision: Any,
-                 preferred_element_type: Any) -> Any:
-    shapes = tuple(tuple(op.shape) for op in operands)
-    if shapes != expr.shapes:
-        raise SizeMismatchError(
-            f"this expression for {quoted(expr.subscripts)} was built for operand shapes "
-            f"{', '.join(map(str, expr.shapes))} but was called with "
-            f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
-            "contract")
-    return contract(expr.subscripts, *operands, optimize=expr.optimize,
-                    memory_limit=expr.memory_limit, precision=precision,
-                    preferred_element_type=preferred_element_type,
-                    **{f"len_{g}": n for g, n in expr.supplements})
 
 
 def _install_compile_hook() -> None:

@@ -242,7 +242,8 @@ class _Run:
         self.keep("ns_per_strided_einsum_mac", strided)
 
     def python_costs(self) -> None:
-        from .api import contract, contract_expression
+        from .api import contract
+        from .expressions import contract_expression
 
         # per step: compiled programs of 1-4 pairwise steps on 2 x 2 operands (the slope);
         # per call: the programs' fixed part (their entry) and `contract`'s cached lookup (a tiny

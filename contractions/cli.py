@@ -232,7 +232,7 @@ def _calibrate(quick: bool, output: str | None, show: bool) -> int:
 def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[str, int],
              optimize: Any = "auto", memory_limit: Any = "default", backend: str | None = None) -> int:
     """Print the report; exit status 0 (printed), 1 (needs a --len), 2 (invalid call)."""
-    from .api import explain
+    from .explaining import explain
     from .solver import identifiability
 
     kwargs: dict[str, Any] = {f"len_{g}": n for g, n in given.items()}
@@ -303,7 +303,7 @@ def _string_report(subscripts: str, info: Any, given: dict[str, int],
 def _fitting_values(subscripts: str, shapes: Sequence[tuple[int, ...] | int], given: dict[str, int],
                     groups: tuple[str, ...], limit: int = 4096) -> list[tuple[int, ...]]:
     """Every assignment of lengths to ``groups`` under which the call solves and plans."""
-    from .api import explain
+    from .explaining import explain
 
     top = max((s if isinstance(s, int) else len(s)) for s in shapes)
     space = list(itertools.islice(itertools.product(range(top + 1), repeat=len(groups)), limit))

@@ -48,6 +48,7 @@ ENGINE_MODULES = (
     "contractions.schedule.lowering",
     "contractions.schedule.blocking",
     "contractions.schedule.describe",
+    "contractions.schedule.tiers",
     "contractions.model.host",
     "contractions.model.profile",
     "contractions.model.numpy_prices",
@@ -57,7 +58,10 @@ ENGINE_MODULES = (
     "contractions.backends.compile",
     "contractions.backends.numpy_backend",
     "contractions.compat",
+    "contractions.checks",
     "contractions.api",
+    "contractions.explaining",
+    "contractions.expressions",
     "contractions.errors",
     "contractions.caching",
 )
