@@ -14,7 +14,7 @@ shapes) and `explaining` (reports) build on the caches here.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
@@ -235,9 +235,11 @@ def _backend_limit(backend: Backend, limit: Any) -> Any:
     return limit
 
 
-# The hot-path cache: (subscripts, *shapes, *len_items) -> the compiled numpy callable, for
-# calls with default options.  Bounded by clearing when full (dict operations are atomic under
-# the GIL, so concurrent callers at worst re-plan through the lru-cached `_compiled`).
+# The hot dict: (subscripts, *operand keys, *len_items) -> the call's runner, for calls with
+# default options; an operand's key is its shape for a numpy array, else (type, shape, is_cuda):
+# the type decides the backend, a torch tensor's device its prices (`_operand_key`).  Bounded by
+# clearing when full (dict operations are atomic under the GIL, so concurrent callers at worst
+# re-plan through the cached `_compiled`).
 _HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
 HOT_CACHE_SIZE = PLAN_CACHE_SIZE
 
@@ -313,92 +315,106 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
     >>> contract(np.ones((2, 3)), [0, 1], np.ones(3), [1]), contract('i,i', np.ones(3), np.ones(3))
     (array([3., 3.]), np.float64(3.0))
     """
-    # Hot path: numpy arrays, no keyword but plain-int len_* ones.  One dict lookup keyed on
-    # (subscripts, *shapes, *len items) yields the compiled callable; everything else happens
-    # once, on the first call of a signature (`_contract`).  The keywords arrive as one dict
-    # rather than as named parameters: CPython matches every passed keyword against each named
-    # one, which cost this path a fifth of its time (its signature is set below, for help()).
+    # Hot path: no keyword but plain-int len_* ones.  One dict lookup keyed on (subscripts,
+    # *operand keys, *len items) yields the runner; everything else happens once, on the first
+    # call of a signature (`_contract`).  The keywords arrive as one dict rather than as named
+    # parameters: CPython matches every passed keyword against each named one, which cost this
+    # path a fifth of its time (its signature is set below, for help()).
     if type(subscripts) is str:
         key: list[Any] = [subscripts]
-        for op in operands:
-            if type(op) is not _ndarray:
-                for name in options:
-                    if not name.startswith("len_"):
-                        break
-                else:  # another array library and no option but len_*: its own cached route
-                    return _contract_foreign(subscripts, operands, options)
+        try:
+            for op in operands:
+                key.append(op.shape if type(op) is _ndarray
+                           else (type(op), op.shape, getattr(op, "is_cuda", None)))
+        except AttributeError:  # a list or a scalar: the checked route converts it
+            return _contract(subscripts, *operands, **options)
+        for item in options.items():
+            if type(item[1]) is not int:  # an option, or a bool/float length: checked route
                 break
-            key.append(op.shape)
+            key.append(item)   # (an int option, memory_limit=10, is never a stored key)
         else:
-            for item in options.items():
-                if type(item[1]) is not int:  # an option, or a bool/float length: checked route
-                    break
-                key.append(item)   # (an int option, memory_limit=10, is never a stored key)
-            else:
+            try:
+                run = _HOT.get(tuple(key))
+            except TypeError:  # an unhashable shape: the checked route reports it
+                run = None
+            if run is not None:
                 try:
-                    run = _HOT.get(tuple(key))
-                except TypeError:  # an unhashable shape: the checked route reports it
-                    run = None
-                if run is not None:
-                    try:
-                        return run(*operands)
-                    except TypeError:
-                        check_dtypes(operands)  # a str or datetime array: say so plainly
-                        raise
+                    return run(*operands)
+                except TypeError:
+                    check_dtypes(operands)  # a str or datetime array: say so plainly
+                    raise
     return _contract(subscripts, *operands, **options)
 
 
 def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = _AUTO,
-             memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
-             preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
-             order: Any = _ORDER_K, casting: Any = _SAFE, backend: Any = None,
-             use_blas: Any = True, **len_groups: int) -> Any:
-    """`contract` with its keywords named: the first call of a signature, other options,
-    other array libraries."""
+              memory_limit: Any = _DEFAULT_LIMIT, precision: Any = None,
+              preferred_element_type: Any = None, out: Any = None, dtype: Any = None,
+              order: Any = _ORDER_K, casting: Any = _SAFE, backend: Any = None,
+              use_blas: Any = True, **len_groups: int) -> Any:
+    """The checked route, every call the hot dict did not answer, each stage reached once:
+    the arguments checked (numpy's ``order``/``casting``/``dtype`` rules, opt_einsum's
+    ``backend=`` conversion), then the runner (`_runner`: cached, else planned in the cheapest
+    sound tier and compiled), remembered in the hot dict for default options, and run."""
     if type(subscripts) is not str:
         subscripts, operands = _sublist_call(subscripts, operands, single_call=optimize is False)
-    if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
-            and out is None and dtype is None and order is _ORDER_K and casting is _SAFE
-            and backend is None):
-        # The hot path's key (`contract`): a miss plans and remembers the callable.
-        key: list[Any] = [subscripts]
-        for op in operands:
-            if type(op) is not _ndarray:
-                break
-            key.append(op.shape)
-        else:
-            for item in len_groups.items():
-                if type(item[1]) is not int:  # bool/float/np.int64: take the checked route
-                    break
-                key.append(item)
-            else:
-                try:
-                    run = _HOT.get(tuple(key))
-                except TypeError:  # unhashable subscripts; the checked route reports it
-                    run = None
-                if run is not None:
-                    try:
-                        return run(*operands)
-                    except TypeError:
-                        check_dtypes(operands)  # a str or datetime array: say so plainly
-                        raise
-                return _numpy_first_call(subscripts, operands, len_groups, tuple(key))
-        if precision is None:
-            return _contract_foreign(subscripts, operands, len_groups)
+    check_subscripts(subscripts)
     if dtype is not None:
         if preferred_element_type is not None and np.dtype(dtype) != np.dtype(preferred_element_type):
             raise TypeError(f"dtype={dtype!r} and preferred_element_type={preferred_element_type!r} "
                             "disagree; they mean the same thing, pass one")
         preferred_element_type = dtype
-    if order is not _ORDER_K or casting is not _SAFE or dtype is not None or backend is not None:
-        return _contract_numpy_style(subscripts, operands, len_groups, optimize,
-                                     BackendOptions(precision, preferred_element_type), out,
-                                     memory_limit, dtype, order, casting, backend)
-    return _contract_general(subscripts, operands, len_groups, optimize,
-                             BackendOptions(precision, preferred_element_type), out, memory_limit)
+    library = backend_for(operands)
+    numpy_style = order is not _ORDER_K or casting is not _SAFE or dtype is not None
+    if numpy_style or backend is not None:
+        # np.einsum's rules, checked before any arithmetic (bad operands: documented errors)
+        check_numpy_options(subscripts, as_operands(operands, library), dtype, casting, order)
+    given = operands
+    convert = backend_name(backend) if backend is not None else None
+    if convert == library.name:
+        convert = None
+    if convert is not None:  # opt_einsum's backend= for numpy operands: convert, contract, back
+        if library.name != "numpy":
+            raise ContractionError(f"backend={convert!r} was asked for, but the operands are "
+                                   f"{library.name} arrays; pass backend='auto'")
+        operands = tuple(to_library(convert, [np.asarray(op) for op in operands]))
+        library = backend_for(operands)
+    arrays = as_operands(operands, library)
+    check_dtypes(arrays)
+    options = (_DEFAULT_OPTIONS if precision is None and preferred_element_type is None
+               else BackendOptions(precision, preferred_element_type))
+    supplements = normalise_supplements(len_groups)
+    shapes = shapes_of(arrays)
+    optimized = checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
+    limit = normalise_memory_limit(memory_limit, result_itemsize(arrays, options))
+    layouts = layouts_of(arrays, options) if library is _NUMPY else None
+    run = _runner(library, subscripts, shapes, supplements, optimized, options, limit, layouts,
+                  tiered=True)
+    if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and options is _DEFAULT_OPTIONS
+            and out is None and not numpy_style and backend is None
+            and all(a is op for a, op in zip(arrays, given))
+            and all(type(n) is int for n in len_groups.values())):
+        # (only exact ints: 2.0 == 2 and True == 1 hash alike, but must be refused)
+        _remember((subscripts, *map(_operand_key, arrays), *len_groups.items()), subscripts, run)
+    if out is not None and convert is None:
+        rule = out_casting(casting, optimize, len(arrays), out)
+        _check_out(out, library, make_plan(subscripts, shapes, supplements), arrays, options, rule)
+        np.copyto(out, run(*arrays), casting=rule)
+        return out
+    result = run(*arrays)
+    if convert is not None:
+        result = from_library(convert, result, scalar=convert != "object")  # object: a 0-d array
+        if out is not None:
+            np.copyto(out, result, casting=out_casting(casting, optimize, len(arrays), out))
+            return out
+    return apply_order(result, order, given) if numpy_style else result
 
 
 contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defined]
+
+
+def _operand_key(op: Any) -> Any:
+    """An operand's part of a hot-dict key, as `contract`'s hot path builds it."""
+    return op.shape if type(op) is _ndarray else (type(op), op.shape, getattr(op, "is_cuda", None))
 
 
 def _sublist_call(first: Any, operands: tuple[Any, ...],
@@ -413,111 +429,18 @@ def _sublist_call(first: Any, operands: tuple[Any, ...],
     return from_sublists(first, operands, single_call)
 
 
-def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
-                          optimize: Any, options: BackendOptions, out: Any, memory_limit: Any,
-                          dtype: Any, order: Any, casting: Any, backend: Any) -> Any:
-    """``contract`` with np.einsum's ``order=``/``casting=``/``dtype=`` rules and
-    opt_einsum's ``backend=``: checked before any arithmetic, then the general route."""
-    check_subscripts(subscripts)
-    arrays = as_operands(operands, backend_for(operands))  # bad operands: documented errors
-    check_numpy_options(subscripts, arrays, dtype, casting, order)
-    name = backend_name(backend)
-    if name is not None and name != backend_for(operands).name:
-        result = _on_backend(name, subscripts, operands, len_groups, optimize, options, memory_limit)
-        if out is not None:
-            np.copyto(out, result, casting=out_casting(casting, optimize, len(operands), out))
-            return out
-        return apply_order(result, order, operands)
-    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit,
-                               casting=casting)
-    return result if out is not None else apply_order(result, order, operands)
-
-
-def _on_backend(name: str, subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
-                optimize: Any, options: BackendOptions, memory_limit: Any) -> Any:
-    """opt_einsum's ``backend=`` for numpy operands: convert them, contract, convert back."""
-    if backend_for(operands).name != "numpy":
-        raise ContractionError(f"backend={name!r} was asked for, but the operands are "
-                               f"{backend_for(operands).name} arrays; pass backend='auto'")
-    converted = to_library(name, [np.asarray(op) for op in operands])
-    result = _contract_general(subscripts, converted, len_groups, optimize, options, None, memory_limit)
-    return from_library(name, result, scalar=name != "object")  # opt_einsum's object: 0-d array
-
-
-def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
-                      key: tuple[Any, ...]) -> Any:
-    check_subscripts(subscripts)
-    check_dtypes(operands)
-    supplements = normalise_supplements(len_groups)
-    shapes = tuple(op.shape for op in operands)
-    run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS, tiered=True)
-    # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
-    # the operands and re-plans for theirs: see `_guarded`)
-    _remember(_HOT, key, subscripts, run)
-    return run(*operands)
-
-
-def _remember(hot: dict[tuple[Any, ...], Callable[..., Any]], key: tuple[Any, ...],
-              subscripts: str, run: Callable[..., Any]) -> None:
-    """Keep ``run`` in a hot dict (cleared when full; strings over `HOT_KEY_MAX_CHARS` are
+def _remember(key: tuple[Any, ...], subscripts: str, run: Callable[..., Any]) -> None:
+    """Keep ``run`` in the hot dict (cleared when full; strings over `HOT_KEY_MAX_CHARS` are
     left to the byte-bounded caches)."""
     if len(subscripts) <= HOT_KEY_MAX_CHARS:
-        if len(hot) >= HOT_CACHE_SIZE:
-            hot.clear()
-        hot[key] = run
-        if type(run) is _Provisional:
-            run.homes.append((hot, key))
-
-
-# The hot path of the other array libraries (JAX, torch, ...): default options, keyed on
-# (subscripts, *(type, shape) of each operand, *len items).  The operand types are in the key
-# because they decide the backend; entries are made only for operands the backend takes as
-# given (no conversion) and plain-int len_* values.
-_FOREIGN_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
-
-
-def _contract_foreign(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any]) -> Any:
-    key: tuple[Any, ...] | None = None
-    for n in len_groups.values():
-        if type(n) is not int:  # 2.0 == 2: only plain ints may share an entry; check the rest
-            break
-    else:
+        if len(_HOT) >= HOT_CACHE_SIZE:
+            _HOT.clear()
         try:
-            key = (subscripts, *[(type(op), op.shape) for op in operands], *len_groups.items())
-            run = _FOREIGN_HOT.get(key)
-        except (AttributeError, TypeError):  # a list operand, unhashable subscripts or shape
-            key = run = None
-        if run is not None:
-            return run(*operands)
-    return _contract_general(subscripts, operands, len_groups, _AUTO, _DEFAULT_OPTIONS,
-                             hot_key=key)
-
-
-def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
-                      optimize: Any, options: BackendOptions, out: Any = None,
-                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None,
-                      casting: str = _SAFE) -> Any:
-    check_subscripts(subscripts)
-    backend = backend_for(operands)
-    arrays = as_operands(operands, backend)
-    check_dtypes(arrays)
-    supplements = normalise_supplements(len_groups)
-    shapes = shapes_of(arrays)
-    optimize = checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
-    limit = normalise_memory_limit(memory_limit, result_itemsize(arrays, options))
-    layouts = layouts_of(arrays, options) if backend is _NUMPY else None
-    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
-                  tiered=True)
-    if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
-        _remember(_FOREIGN_HOT, hot_key, subscripts, run)
-    if out is None:
-        return run(*arrays)
-    plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
-                       layouts, backend.uses_einsum, backend.cost_model)
-    rule = out_casting(casting, optimize, len(arrays), out)
-    _check_out(out, backend, plan, arrays, options, rule)
-    np.copyto(out, run(*arrays), casting=rule)
-    return out
+            _HOT[key] = run
+        except TypeError:  # an unhashable shape (torch.compile's symbolic sizes): not kept
+            return
+        if type(run) is _Provisional:
+            run.homes.append((_HOT, key))
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],

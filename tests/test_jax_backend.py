@@ -369,15 +369,15 @@ def test_jax_backend_module_does_not_import_torch():
 def test_warm_jax_calls_are_served_by_one_cache_entry_per_signature():
     import contractions.api as api
 
-    api._FOREIGN_HOT.clear()
+    api._HOT.clear()
     x, y = jnp.asarray(randn(3, 2, 4)), jnp.asarray(randn(4, 5))
     first = contract("Wa,ab->Wb", x, y)
-    assert len(api._FOREIGN_HOT) == 1
+    assert len(api._HOT) == 1
     np.testing.assert_allclose(contract("Wa,ab->Wb", 2 * x, y), 2 * np.asarray(first), rtol=1e-5)
-    assert len(api._FOREIGN_HOT) == 1
+    assert len(api._HOT) == 1
     # a numpy operand beside a jax one is another signature (its type is in the key)
     mixed = contract("Wa,ab->Wb", np.asarray(x), y)
-    assert isinstance(mixed, jax.Array) and len(api._FOREIGN_HOT) == 2
+    assert isinstance(mixed, jax.Array) and len(api._HOT) == 2
     np.testing.assert_allclose(mixed, first, rtol=1e-5)
 
 

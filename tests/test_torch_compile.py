@@ -256,8 +256,8 @@ def test_warm_eager_calls_hit_the_torch_hot_path():
     x, c, z = tt_operands(w=3)
     contract(TT, x, c, z)
     misses = api._compiled.cache_info().misses
-    key = (TT, (torch.Tensor, x.shape), (torch.Tensor, c.shape), (torch.Tensor, z.shape))
-    assert key in api._FOREIGN_HOT
+    key = (TT, (torch.Tensor, x.shape, False), (torch.Tensor, c.shape, False), (torch.Tensor, z.shape, False))
+    assert key in api._HOT
     weights = torch.nn.Parameter(c.clone())
     for _ in range(3):
         torch.testing.assert_close(contract(TT, x, weights, z), torch.einsum("wca,caib,wci->wcb", x, c, z))

@@ -85,7 +85,7 @@ def test_the_schedule_carries_the_torch_choice_and_the_backend_follows_it():
     from contractions.backends import backend_named
     assert backend_named("torch").cost_model is TORCH_MODEL
     ops = [torch.ones(s) for s in plan.shapes]
-    api._FOREIGN_HOT.clear()
+    api._HOT.clear()
     recorded = []
     original = torch_backend.compile
 
