@@ -26,6 +26,7 @@ cheap schedule that would break the memory limit, a zero extent or an explicit `
 always go to the full search.
 
 >>> from contractions.plan import make_plan
+>>> clear_templates()                      # (as in a fresh process: no structure planned yet)
 >>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
 >>> first_schedule(plan).tier in ('quick', 'full')
 True
