@@ -165,7 +165,15 @@ class _Run:
                     transposed[index] = t if math.isnan(transposed[index]) else min(transposed[index], t)
         features = np.array([[1, c, c * m * k * n, c * (m * k + k * n + m * n)] for c, m, k, n in grid],
                             dtype=float)
-        _, call, mac, element = fit_relative(features, plain)
+        coefficients = fit_relative(features, plain)
+        _, call, mac, element = coefficients
+        error = features @ coefficients / (plain * 1e9) - 1.0
+        classes = {"vector-like (m or n <= 4)": [min(m, n) <= 4 for _, m, _, n in grid],
+                   "thin (k <= 8)": [k <= 8 and min(m, n) > 4 for _, m, k, n in grid],
+                   "matrix": [min(m, n) > 4 and k > 8 for _, m, k, n in grid]}
+        self.log("    fit by shape class, median |error|: " + "; ".join(
+            f"{name} {np.median(np.abs(error[np.array(mask)])) * 100:.0f}% of {sum(mask)}"
+            for name, mask in classes.items() if any(mask)))
         self.keep("ns_per_matmul_call", call)
         self.keep("ns_per_mac", mac)
         self.keep("ns_per_matrix_element", element)
