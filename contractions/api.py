@@ -521,9 +521,10 @@ def _remember(hot: dict[tuple[Any, ...], Callable[..., Any]], key: tuple[Any, ..
 
 
 # The hot path of the other array libraries (JAX, torch, ...): default options, keyed on
-# (subscripts, *(type, shape) of each operand, *len items).  The operand types are in the key
-# because they decide the backend; entries are made only for operands the backend takes as
-# given (no conversion) and plain-int len_* values.
+# (subscripts, *(type, shape, is_cuda) of each operand, *len items).  The operand types are in
+# the key because they decide the backend, ``is_cuda`` because it decides torch's entry (a CUDA
+# tensor's schedule is priced for the GPU: `Backend.variant`); entries are made only for
+# operands the backend takes as given (no conversion) and plain-int len_* values.
 _FOREIGN_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 
@@ -534,7 +535,8 @@ def _contract_foreign(subscripts: str, operands: Sequence[Any], len_groups: Mapp
             break
     else:
         try:
-            key = (subscripts, *[(type(op), op.shape) for op in operands], *len_groups.items())
+            key = (subscripts, *[(type(op), op.shape, getattr(op, "is_cuda", None)) for op in operands],
+                   *len_groups.items())
             run = _FOREIGN_HOT.get(key)
         except (AttributeError, TypeError):  # a list operand, unhashable subscripts or shape
             key = run = None
@@ -564,8 +566,7 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
                        layouts, backend.uses_einsum, backend.cost_model)
     _check_out(out, backend, plan, arrays, options)
-    np.copyto(out, run(*arrays), casting="safe")
-    return out
+    return _write_out(out, backend, run(*arrays))
 
 
 def _shapes_of(arrays: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
@@ -593,22 +594,35 @@ def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
                options: BackendOptions) -> None:
-    """``out=`` is checked like np.einsum checks it, before any arithmetic."""
-    if backend.name != "numpy":
-        raise TypeError(f"out= is supported for numpy operands only ({backend.name} arrays were "
-                        "given); use the returned array")
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out= must be a numpy array, not {type(out).__name__}")
+    """``out=`` is checked like np.einsum checks it, before any arithmetic (numpy, and a
+    backend whose module has ``out_type``/``write_out``: CuPy, with an out on the device)."""
+    module = None if backend.name == "numpy" else load(backend)
+    if module is not None and not hasattr(module, "write_out"):
+        raise TypeError(f"out= is supported for numpy and cupy operands only ({backend.name} "
+                        "arrays were given); use the returned array")
+    kind = np.ndarray if module is None else module.out_type()
+    if not isinstance(out, kind):
+        raise TypeError(f"out= must be a {'numpy' if module is None else backend.name} array, "
+                        f"not {type(out).__module__.partition('.')[0]}.{type(out).__name__}")
     if out.shape != plan.output_shape:
         raise SizeMismatchError(f"out= has shape {out.shape} but {quoted(plan.parsed.subscripts)} gives "
                                 f"{plan.output_shape} here")
     result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
-              else np.result_type(*arrays))
+              else np.result_type(*arrays) if module is None
+              else np.result_type(*(a.dtype for a in arrays)))
     if not np.can_cast(result, out.dtype, "safe"):
         raise TypeError(f"out= has dtype {out.dtype} but the result is {result}, which it cannot "
                         "hold safely; pass an out of that dtype (or dtype= to compute in another)")
-    if not out.flags.writeable:
+    if not getattr(out.flags, "writeable", True):   # (CuPy arrays are always writeable)
         raise ValueError("out= is read-only")
+
+
+def _write_out(out: Any, backend: Backend, result: Any) -> Any:
+    if backend.name == "numpy":
+        np.copyto(out, result, casting="safe")
+    else:
+        load(backend).write_out(out, result)
+    return out
 
 
 # -------------------------------------------------------------------- contract_expression
@@ -774,10 +788,11 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
     if out is None:
         return result
     options = BackendOptions(precision, preferred_element_type)
-    arrays = _as_operands(operands, _NUMPY)
-    _check_out(out, _NUMPY, expr.plan, arrays, options)
-    np.copyto(out, result, casting="safe")
-    return out
+    owner = backend_for(operands)   # an out on the device for CuPy; else a numpy out, as before
+    chosen = owner if name is None and owner is not _NUMPY and hasattr(load(owner), "write_out") else _NUMPY
+    arrays = _as_operands(operands, chosen)
+    _check_out(out, chosen, expr.plan, arrays, options)
+    return _write_out(out, chosen, result)
 
 
 def _without_constants(expr: ContractExpression, operands: Sequence[Any]) -> tuple[Any, ...]:
@@ -1027,7 +1042,8 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
     return replace(reported, strategy=schedule.strategy, blocking=schedule.blocking,
                    steps=explained_steps(schedule, exp.readable_symbol),
                    peak_extra=schedule.peak_extra, memory_limit=schedule.memory_limit,
-                   cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None)
+                   cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None,
+                   time_model=getattr(chosen.cost_model, "time_model_name", "numpy"))
 
 
 def _framework_explanation(base: Explanation, backend: Backend, module: Any, plan: Plan) -> Explanation:

@@ -69,6 +69,9 @@ class GpuCostModel:
     einsum_copy_share: float = 1.0
     steps_margin: float = 0.5
 
+    #: how ``explain`` names this model
+    time_model_name = "GPU"
+
     # ------------------------------------------------------------------ the two routes
     def steps_features(self, schedule: Any) -> tuple[int, int, int, float, float]:
         """(kernels launched, host-only operations, einsum steps, elements copied,

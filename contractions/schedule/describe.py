@@ -163,7 +163,8 @@ class Explanation:
     the schedule's steps itself (numpy, torch): the ``strategy`` (``'direct'`` or
     ``'pairwise'``), the pairwise ``steps`` (`ExplainedStep`), any ``blocking``, ``peak_extra``
     (elements alive at once beyond operands and result) against ``memory_limit`` (None: no
-    limit) and, pairwise, ``cost_ns`` (the numpy time model's total); else these are None.
+    limit) and, pairwise, ``cost_ns`` (the time model's total: ``time_model`` names it, numpy's
+    or the GPU's); else these are None.
     """
 
     subscripts: str
@@ -187,6 +188,7 @@ class Explanation:
     peak_extra: int | None = None
     memory_limit: int | None = None
     cost_ns: float | None = None
+    time_model: str = "numpy"
 
     @property
     def group_lengths(self) -> dict[str, int]:
@@ -232,5 +234,5 @@ class Explanation:
         else:
             lines.append("peak extra      planned by the framework")
         if self.cost_ns is not None:
-            lines.append(f"modelled time   {self.cost_ns / 1e3:.3g} us (numpy time model)")
+            lines.append(f"modelled time   {self.cost_ns / 1e3:.3g} us ({self.time_model} time model)")
         return "\n".join(lines)
