@@ -6,7 +6,7 @@
 set -u
 OUT="${OUT:-bench/results/gpu}"
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
 {
   echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   nvidia-smi -L 2>&1 || echo "nvidia-smi not available"
