@@ -444,6 +444,26 @@ def plot(run: Run, path: Path) -> None:
     plt.close(fig)
 
 
+def write_outputs(run: Run, wall: float) -> None:
+    """The page, the json and the plot into ``--out`` (and docs/ with ``--docs``); written after
+    every library, so a run stopped from outside keeps what it measured."""
+    args = run.args
+    page = render(run, wall)
+    (args.out / "benchmarks_gpu.md").write_text(page + "\n", encoding="utf-8")
+    (args.out / "gpu_results.json").write_text(json.dumps(
+        {"device": run.device, "versions": run.versions, "args": {k: str(v) for k, v in vars(args).items()},
+         "wall_s": wall, "rows": run.rows, "skipped": run.skipped, "errors": run.errors,
+         "summary": [summary(run.rows, lib) for lib in SECTIONS]}, indent=1, default=str), encoding="utf-8")
+    try:
+        plot(run, args.out / "benchmarks_gpu.png")
+    except Exception as exc:
+        log(f"no plot: {exc}")
+    if args.docs:
+        shutil.copy(args.out / "benchmarks_gpu.md", REPO / "docs" / "benchmarks_gpu.md")
+        if (args.out / "benchmarks_gpu.png").exists():
+            shutil.copy(args.out / "benchmarks_gpu.png", REPO / "docs" / "benchmarks_gpu.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for the page, plot and json")
@@ -484,21 +504,8 @@ def main(argv: list[str] | None = None) -> int:
             run.errors[library] = f"{type(exc).__name__}: {exc}"[:200]
             log(f"{library} not run: {run.errors[library]}")
             traceback.print_exc()
+        write_outputs(run, time.perf_counter() - start)
     wall = time.perf_counter() - start
-    page = render(run, wall)
-    (args.out / "benchmarks_gpu.md").write_text(page + "\n", encoding="utf-8")
-    (args.out / "gpu_results.json").write_text(json.dumps(
-        {"device": run.device, "versions": run.versions, "args": {k: str(v) for k, v in vars(args).items()},
-         "wall_s": wall, "rows": run.rows, "skipped": run.skipped, "errors": run.errors,
-         "summary": [summary(run.rows, lib) for lib in SECTIONS]}, indent=1, default=str), encoding="utf-8")
-    try:
-        plot(run, args.out / "benchmarks_gpu.png")
-    except Exception as exc:
-        log(f"no plot: {exc}")
-    if args.docs:
-        shutil.copy(args.out / "benchmarks_gpu.md", REPO / "docs" / "benchmarks_gpu.md")
-        if (args.out / "benchmarks_gpu.png").exists():
-            shutil.copy(args.out / "benchmarks_gpu.png", REPO / "docs" / "benchmarks_gpu.png")
     for library in SECTIONS:
         sm = summary(run.rows, library)
         if sm["cases"]:

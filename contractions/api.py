@@ -348,8 +348,9 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
     ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.  On numpy
     and torch, ``preferred_element_type`` is the dtype the operands are converted to before
     contracting and ``precision`` is ignored.  ``dtype`` is np.einsum's name for the same
-    thing.  ``out`` (numpy only, as in np.einsum) is an array of the result's shape that the
-    result is written into and that is returned; its dtype must hold the result's safely.
+    thing.  ``out`` (numpy, as in np.einsum; a CuPy array for CuPy operands) is an array of
+    the result's shape that the result is written into and that is returned; its dtype must
+    hold the result's safely.
 
     >>> import numpy as np
     >>> zo, za = np.ones((3, 2, 5)), np.ones((3, 2, 4))
