@@ -7,7 +7,7 @@ per pairwise contraction inside it, the same few kernels.  So the model counts k
 views, adds the arithmetic at GPU throughput (multiply-adds and copied elements, both tiny per
 unit), charges a batched product one launch however many matrices it stacks (cuBLAS's strided
 batched call: fewer, larger batched products win), and has no caches, page faults or threads
-to price.  dev/decisions.md (decision 46) gives the rule and its reasons.
+to price.  dev/decisions.md (decision 47) gives the rule and its reasons.
 
 `GpuCostModel` is a `matmul_model.CostModel`.  Two instances: `CUPY_MODEL` (the CuPy registry
 entry's ``cost_model``: ``cupy.einsum`` is Python code whose parsing and per-pair logic cost far

@@ -256,7 +256,7 @@ def test_warm_eager_calls_hit_the_torch_hot_path():
     x, c, z = tt_operands(w=3)
     contract(TT, x, c, z)
     misses = api._compiled.cache_info().misses
-    key = (TT, (torch.Tensor, x.shape), (torch.Tensor, c.shape), (torch.Tensor, z.shape))
+    key = (TT, (torch.Tensor, x.shape, False), (torch.Tensor, c.shape, False), (torch.Tensor, z.shape, False))
     assert key in api._FOREIGN_HOT
     weights = torch.nn.Parameter(c.clone())
     for _ in range(3):
