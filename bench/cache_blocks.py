@@ -6,14 +6,13 @@ schedule is built with the numpy model's ``cache_elements`` set to each size in 
 never block) and every variant is timed side by side (interleaved batches, medians; see
 bench/timing.py).  The ratio is unblocked time over blocked time (above 1: blocking pays).
 ``CACHE_BLOCKS_PER_L2`` and ``CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT`` in
-contractions/matmul_model.py are set from this table.  Run on a quiet machine::
+the profile (contractions/model/profile.py) are set from this table.  Run on a quiet machine::
 
     python bench/cache_blocks.py
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -24,9 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from timing import interleaved_medians  # noqa: E402
 
-from contractions import matmul_model  # noqa: E402
 from contractions.backends import compile as engine  # noqa: E402
 from contractions.backends.numpy_backend import NUMPY_OPS  # noqa: E402
+from contractions.model import NUMPY_MODEL  # noqa: E402
+from contractions.model.host import cache_bytes  # noqa: E402
 from contractions.plan import make_plan  # noqa: E402
 from contractions.schedule import make_schedule  # noqa: E402
 
@@ -43,15 +43,15 @@ SIZES = (0, 1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20)   # elements p
 
 def main() -> int:
     rng = np.random.default_rng(0)
-    print(f"L2 here: {matmul_model.cache_bytes(2) // 1024} KiB; default block "
-          f"{matmul_model.CACHE_BLOCK_ELEMENTS:,} elements")
+    print(f"L2 here: {cache_bytes(2) // 1024} KiB; the profile's block "
+          f"{NUMPY_MODEL.profile.cache_elements:,} elements")
     print("chain | " + " | ".join(f"{s:,}" if s else "off" for s in SIZES))
     for subscripts, shapes in CHAINS:
         arrays = [rng.standard_normal(s) for s in shapes]
         plan = make_plan(subscripts, tuple(shapes), ())
         funcs, notes = {}, []
         for size in SIZES:
-            model = dataclasses.replace(matmul_model.NUMPY_MODEL, cache_elements=size)
+            model = NUMPY_MODEL.with_prices(cache_elements=size)
             schedule = make_schedule(plan, memory_limit="default", cost_model=model)
             run = engine.compile_schedule(schedule, NUMPY_OPS)
             funcs[size] = (lambda run=run, arrays=arrays: run(*arrays))

@@ -1,4 +1,4 @@
-"""Re-measure ``DIRECT_MAX_NAIVE_COST``: where one einsum call stops beating the pairwise plan.
+"""Re-measure the profile's ``direct_max_naive`` thresholds: where one einsum call stops beating the pairwise plan.
 
     python bench/direct_threshold.py            # a few minutes; prints the evaluation
 
@@ -35,11 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vocabulary import make_case, vocabulary  # noqa: E402
 
 from contractions.backends.numpy_backend import build_program_with  # noqa: E402
-from contractions.schedule import (  # noqa: E402
-    DIRECT_FEW_LABELS,
-    DIRECT_MAX_NAIVE_COST,
-    DIRECT_MAX_NAIVE_COST_MANY_LABELS,
-)
+from contractions.model import NUMPY_MODEL  # noqa: E402
+
+# the thresholds of the profile in use
+DIRECT_MAX_NAIVE_COST = NUMPY_MODEL.profile.direct_max_naive
+DIRECT_MAX_NAIVE_COST_MANY_LABELS = NUMPY_MODEL.profile.direct_max_naive_many_labels
+DIRECT_FEW_LABELS = NUMPY_MODEL.profile.direct_few_labels
 
 CANDIDATES = (256, 512, 1024, 2048, 4096, 8192)
 # two-level rules (limit up to `labels` labels, limit beyond)

@@ -17,8 +17,8 @@ numbers; it changes nothing.  Run on a quiet machine::
 (``bi,b->bi``, ``bi,bi->bi``, ``bj,bij->bij``) -- over a grid of extents (results of 2e3 to 4e6
 elements), both as ``np.einsum`` and as ``np.multiply`` of broadcast views, interleaved, and
 fits each kernel per kind as ``a * elements + c * innermost loops`` (least squares on relative
-error): the constants `NS_PER_OUTER_EINSUM_*` and `NS_PER_OUTER_MULTIPLY_*` in
-contractions/matmul_model.py (decision 33 in dev/decisions.md).  About two minutes.
+error): the profile's prices `ns_per_outer_einsum_*` and `ns_per_outer_multiply_*` in
+contractions/model/profile.py (decision 33 in dev/decisions.md).  About two minutes.
 """
 
 from __future__ import annotations

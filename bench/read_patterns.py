@@ -1,23 +1,23 @@
 """Two measurements behind the numpy model's read terms (decision 30 in dev/decisions.md).
 
-1. Interleaved streams (`STREAMS_PREFETCHED`): copy a 32 MB array stored ``(S, N, r)`` in the
+1. Interleaved streams (`streams_prefetched`): copy a 32 MB array stored ``(S, N, r)`` in the
    order ``(N, S, r)``, so runs of ``r`` elements are read from ``S`` far-apart places in turn
    and each is continued on the next ``N``.  ns per element against a contiguous copy.
-2. A strided inner einsum loop (`NS_PER_STRIDED_EINSUM_MAC`): ``'ki,oik->ko'`` (its innermost
+2. A strided inner einsum loop (`ns_per_strided_einsum_mac`): ``'ki,oik->ko'`` (its innermost
    label ``i`` read at a stride) against ``'ki,oki->ko'``, in cache.  ns per multiply-add.
-3. Near jumps (`NS_PER_NEAR_RUN`, `NEAR_JUMP_ELEMENTS`): copy a 32 MB array stored ``(N, K, r)``
+3. Near jumps (`ns_per_near_run`, `NEAR_JUMP_ELEMENTS`): copy a 32 MB array stored ``(N, K, r)``
    in the order ``(K, N, r)``: runs of ``r`` elements whose starts are ``K * r`` apart (most
    under a page), thousands of them interleaved.  Extra ns per element over a contiguous copy,
    and per run.
-4. Streaming into einsum's loop (`NS_PER_EINSUM_STREAMED_ELEMENT`): ``'bo,boi->bi'`` and
+4. Streaming into einsum's loop (`ns_per_einsum_streamed_element`): ``'bo,boi->bi'`` and
    ``'bi,boi->bo'`` from operands of 0.1 to 128 MB, against the same products as stacked
    ``(1 x o) @ (o x i)`` matmuls; ns per multiply-add.
-5. einsum's inner-loop restarts (`NS_PER_INNER_LOOP` in `einsum_step_ns`): ``'ib,jb->ij'`` with
+5. einsum's inner-loop restarts (`ns_per_inner_loop` in `einsum_step_ns`): ``'ib,jb->ij'`` with
    inner lengths ``b`` of 2..1024 at a fixed count of multiply-adds.
 
     python bench/read_patterns.py
 
-Prints only; the constants live in `contractions/matmul_model.py`.
+Prints only; the prices live in the profile (`contractions/model/profile.py`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""Re-fit the torch time model's constants (contractions/torch_model.py) on this machine.
+"""Re-fit the torch time model's prices (the profile's ``torch_*`` fields) on this machine.
 
     python bench/refit_torch_model.py            # the vocabulary at tiny and mid size, scaled
     python bench/refit_torch_model.py --quick    # a dozen strings, tiny and mid only
 
-Prints the fitted ``TorchCostModel`` fields, the fit's median relative error, the same error
-for the constants in the source, and how often each set of constants picks the faster route
-(with the worst slowdown a wrong pick costs).  It edits nothing: paste the printed line into
-contractions/torch_model.py by hand if you adopt it.
+Prints the fitted ``torch_*`` prices of the profile (the fit is the library's,
+``contractions.calibrate.fit_torch_prices``), the fit's median relative error, the same error
+for the profile in use, and how often each picks the faster route (with the worst slowdown a
+wrong pick costs).  ``--output FILE`` writes the profile in use with the fitted torch prices, to
+select with ``CONTRACTIONS_PROFILE=FILE``.
 
 What is timed: for each string and size, the schedule ``contract`` makes for torch
 (``make_schedule(plan)``, no memory limit) run two ways on float64 CPU tensors, exactly as the
@@ -29,8 +30,6 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -42,10 +41,13 @@ from vocabulary import make_case, vocabulary  # noqa: E402
 from contractions import make_plan, make_schedule  # noqa: E402
 from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path  # noqa: E402
+from contractions.calibrate import fit_torch_prices  # noqa: E402
+from contractions.model.profile import save_profile  # noqa: E402
 from contractions.torch_model import TORCH_MODEL, TorchCostModel  # noqa: E402
 
-FIELDS = ("ns_per_op", "ns_per_matmul_call", "ns_per_einsum_call", "ns_per_einsum_pair",
-          "ns_per_mac", "ns_per_copied_element", "einsum_copy_share")
+FIELDS = ("torch_ns_per_op", "torch_ns_per_matmul_call", "torch_ns_per_einsum_call",
+          "torch_ns_per_einsum_pair", "torch_ns_per_mac", "torch_ns_per_copied_element",
+          "torch_einsum_copy_share")
 
 
 
@@ -68,43 +70,6 @@ def measurements(strings: list[str], sizes: list[str]) -> list[tuple[object, flo
     return rows
 
 
-def fit(rows) -> TorchCostModel:
-    """Non-negative least squares on relative error over both routes."""
-    design, target = [], []
-    for schedule, steps_s, einsum_s in rows:
-        ops, calls, copied, macs = TORCH_MODEL.steps_features(schedule)
-        design.append([ops, calls, 0.0, 0.0, macs, copied, 0.0])
-        target.append(steps_s * 1e9)
-        pairs, calls, pair_elements, macs = TORCH_MODEL.einsum_features(schedule)
-        design.append([0.0, calls, 1.0, pairs, macs, 0.0, pair_elements])
-        target.append(einsum_s * 1e9)
-    a = np.asarray(design)
-    b = np.asarray(target)
-    weights = 1.0 / b
-    coef = _nnls(a * weights[:, None], b * weights)
-    copy = max(coef[5], 1e-6)
-    return TorchCostModel(ns_per_op=coef[0], ns_per_matmul_call=coef[1],
-                          ns_per_einsum_call=coef[2], ns_per_einsum_pair=coef[3],
-                          ns_per_mac=coef[4], ns_per_copied_element=coef[5],
-                          einsum_copy_share=min(coef[6] / copy, 4.0))
-
-
-def _nnls(a: np.ndarray, b: np.ndarray, rounds: int = 50) -> np.ndarray:
-    """Least squares with non-negative coefficients (active-set, small problems only)."""
-    free = list(range(a.shape[1]))
-    coef = np.zeros(a.shape[1])
-    for _ in range(rounds):
-        sol = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
-        if (sol >= 0).all():
-            coef[:] = 0
-            coef[free] = sol
-            return coef
-        free = [f for f, v in zip(free, sol) if v >= 0]
-    coef[:] = 0
-    coef[free] = np.clip(np.linalg.lstsq(a[:, free], b, rcond=None)[0], 0, None)
-    return coef
-
-
 def report(name: str, model: TorchCostModel, rows) -> None:
     errors, right, worst = [], 0, 1.0
     for schedule, steps_s, einsum_s in rows:
@@ -121,6 +86,8 @@ def report(name: str, model: TorchCostModel, rows) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a dozen strings, tiny and mid")
+    parser.add_argument("--output", metavar="FILE", default=None,
+                        help="write the profile in use with the fitted torch prices to FILE")
     args = parser.parse_args()
     strings = vocabulary()
     sizes = ["tiny", "mid"]
@@ -128,12 +95,13 @@ def main() -> None:
         strings = strings[:: max(1, len(strings) // 12)][:12]
     torch.set_num_threads(torch.get_num_threads())
     rows = measurements(strings, sizes)
-    fitted = fit(rows)
+    fitted = TorchCostModel(fit_torch_prices(rows, TORCH_MODEL.profile))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(rows)} schedules")
-    report("in the source", TORCH_MODEL, rows)
+    report("the profile's", TORCH_MODEL, rows)
     report("fitted       ", fitted, rows)
-    fields = ", ".join(f"{f}={getattr(fitted, f):.4g}" for f in FIELDS)
-    print(f"TORCH_MODEL = TorchCostModel({fields})")
+    print("fitted: " + ", ".join(f"{f}={getattr(fitted.profile, f):.4g}" for f in FIELDS))
+    if args.output:
+        print(f"wrote {save_profile(fitted.profile, args.output)}")
 
 
 if __name__ == "__main__":

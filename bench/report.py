@@ -301,7 +301,9 @@ def _environment_line(env: dict, elapsed: float) -> str:
         f"shared with other work; Python {env['python']}, numpy {env['numpy']} with {env['blas']}, "
         f"opt_einsum {env['opt_einsum']}, cotengra {env.get('cotengra', '?')}, einx {env['einx']}. "
         f"BLAS threading: {env['thread_env']} "
-        "(OpenBLAS then uses both cores for large products). Raw numbers: `bench/results/latest.json`."
+        "(OpenBLAS then uses both cores for large products). "
+        f"The model's prices: {env.get('profile', 'built-in defaults')} (`bench/run.py --profile FILE`). "
+        "Raw numbers: `bench/results/latest.json`."
     )
 
 
@@ -394,6 +396,11 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
         ("benchmarks_cold_plan.md", "## Cold planning", "### Cold planning",
          "The cost of planning a new shape or a new string (`python bench/cold_plan.py`, page "
          "[benchmarks_cold_plan.md](benchmarks_cold_plan.md)):"),
+        ("benchmarks_first_call.md", None, None,
+         "First calls: a tensor-train loop whose shapes change on almost every call, timed pass by pass "
+         "against the hand-written code, and the first call of a new shape or a new string per vocabulary "
+         "string (`python bench/tt_loop.py`, `python bench/first_call.py`, page "
+         "[benchmarks_first_call.md](benchmarks_first_call.md)):"),
     ]
     for name, heading, demoted, intro in sections:
         page = HERE.parent / "docs" / name

@@ -7,6 +7,8 @@
     python bench/run.py --quick          # a 12-string smoke run; writes nothing under docs/
     python bench/run.py --report-only    # re-render docs from bench/results/latest.json (e.g. after
                                          # editing bench/analysis.md); measures nothing
+    python bench/run.py --profile FILE   # plan with a calibrated profile (contractions calibrate
+                                         # --output FILE); the pages name the profile used
 
 What it does (docs/benchmarks.md repeats this next to the numbers):
 1. measures this machine's roofline (float64 matmul GFLOP/s, copy bandwidth; bench/roofline.py);
@@ -47,6 +49,11 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
+# --profile FILE: the prices are chosen when contractions is imported (below, and by the bench
+# modules), so the file is put in the environment before any of those imports.
+if "--profile" in sys.argv[:-1]:
+    os.environ["CONTRACTIONS_PROFILE"] = sys.argv[sys.argv.index("--profile") + 1]
+
 import opt_einsum  # noqa: E402
 import peers  # noqa: E402
 import roofline  # noqa: E402
@@ -55,6 +62,7 @@ from memory import peak_extra_bytes, traced_call  # noqa: E402
 from vocabulary import Case, make_case, vocabulary  # noqa: E402
 
 import contractions  # noqa: E402
+import contractions.model  # noqa: E402
 
 SIZES = ("tiny", "mid", "large")
 # per size: (seconds per timed batch, batches per pass, passes)
@@ -245,6 +253,7 @@ def environment() -> dict:
         "cpus": os.cpu_count(),
         "blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip(),
         "thread_env": threads or "defaults (no OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set)",
+        "profile": contractions.model.NUMPY_MODEL.profile.describe(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
 
@@ -263,6 +272,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="re-render docs from bench/results/latest.json"
     )
+    parser.add_argument("--profile", metavar="FILE", default=None,
+                        help="plan with this profile (contractions calibrate --output FILE); default: "
+                             "the one contractions selects (CONTRACTIONS_PROFILE, the user's, built-in)")
     args = parser.parse_args(argv)
     if args.report_only:
         return render_saved()

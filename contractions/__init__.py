@@ -26,6 +26,7 @@ from .backends.scratch import ScratchInfo, clear_scratch, scratch_info, scratch_
 from .errors import (
     ContractionError,
     InconsistentError,
+    KeywordError,
     MemoryLimitError,
     OperandCountError,
     OptionError,
@@ -68,6 +69,7 @@ __all__ = [
     "UnderdeterminedError",
     "InconsistentError",
     "OperandCountError",
+    "KeywordError",
     "PathError",
     "SizeMismatchError",
     "SupplementError",

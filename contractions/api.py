@@ -15,6 +15,7 @@ dictionary lookup plus the arithmetic.
 
 from __future__ import annotations
 
+import decimal
 import inspect
 import math
 import operator
@@ -27,20 +28,24 @@ import numpy as np
 
 from .arguments import normalise_supplements
 from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .caching import byte_bounded_cache
+from .caching import byte_bounded_cache, shapes_key_weight, weight
 from .compat import (
+    Casting,
     apply_order,
     backend_name,
+    check_expression_keywords,
     check_numpy_options,
+    evaluated_constants,
     from_library,
     from_sublists,
     numpy_optimize,
+    out_casting,
     path_info,
     to_library,
 )
 from .errors import ContractionError, OperandCountError, OptionError, SizeMismatchError, quoted
 from .expand import ellipsis_ranks, expand
-from .matmul_model import NUMPY_MODEL
+from .model.numpy_prices import NUMPY_MODEL
 from .parser import parse
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import (
@@ -49,12 +54,14 @@ from .schedule import (
     STRIDED,
     ExplainedGroup,
     Explanation,
+    FirstCall,
     Schedule,
     _checked_path,
     explained_steps,
     make_schedule,
     normalise_optimize,
 )
+from .schedule.tiers import first_schedule, remember_full
 from .solver import identifiability, solve_call
 
 if TYPE_CHECKING:
@@ -71,6 +78,11 @@ class _Array(Protocol):
 
 
 _ArrayT = TypeVar("_ArrayT", bound=_Array)
+# Every overload takes its operands as a type variable, so that for an operand whose type holds
+# Any (``x: np.ndarray`` is ``ndarray[Any, dtype[Any]]``) each overload's operand type is that
+# same type, and mypy takes the first overload that matches rather than Any for ambiguity.
+_NumpyT = TypeVar("_NumpyT", bound="NDArray[Any] | np.generic")
+_AnyT = TypeVar("_AnyT")
 
 __all__ = ["ContractExpression", "contract", "contract_expression", "contract_path", "explain", "explanation",
            "expand_subscripts"]
@@ -148,18 +160,57 @@ def _planned_once(subscripts: str, shapes: tuple[tuple[int, ...], ...],
 def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              options: BackendOptions, limit: Any = "default",
-             layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
+             layouts: tuple[int, ...] | None = None, tiered: bool = False) -> Callable[..., Any]:
+    """The runner: plan (in a cheap tier when ``tiered``: `schedule.tiers`), compile, and wrap
+    it for other operand layouts (numpy) and for the full search to come (a cheap tier)."""
     module = load(backend)
     if _framework_path(backend, optimize):
         # The framework picks the path itself (JAX: jnp.einsum's own 'auto', which XLA runs
         # fastest); no schedule is built, so a new shape costs only parse/solve/expand/plan.
         return module.compile(make_plan(subscripts, shapes, supplements), None, options)
-    plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
-                              backend.uses_einsum, backend.cost_model)
+    upgrade_after = 0
+    if tiered:
+        plan = make_plan(subscripts, shapes, supplements)
+        first = first_schedule(plan, optimize, backend.uses_einsum, limit, layouts,
+                               backend.cost_model or NUMPY_MODEL)
+        schedule, upgrade_after = first.schedule, first.upgrade_after
+    else:
+        plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
+                                  backend.uses_einsum, backend.cost_model)
+        remember_full(plan, schedule, optimize, backend.uses_einsum, layouts,
+                      backend.cost_model or NUMPY_MODEL)
     run = module.compile(plan, schedule, options)
     if layouts is None and backend is _NUMPY and _layout_matters(schedule):
-        return _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
+        run = _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
+    if upgrade_after:
+        def full() -> Callable[..., Any]:
+            return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
+                           layouts, tiered=False)
+        return _Provisional(run, upgrade_after, full)
     return run
+
+
+class _Provisional:
+    """A cheap tier's runner (`schedule.tiers`): it counts the calls of its shape and, on the
+    ``upgrade_after``-th, runs the full search and hands the full runner to the hot dicts that
+    hold this one (so later calls reach it directly)."""
+
+    __slots__ = ("run", "calls", "upgrade_after", "full", "homes")
+
+    def __init__(self, run: Callable[..., Any], upgrade_after: int,
+                 full: Callable[[], Callable[..., Any]]) -> None:
+        self.run, self.calls, self.upgrade_after, self.full = run, 0, upgrade_after, full
+        self.homes: list[tuple[dict[Any, Any], Any]] = []
+
+    def __call__(self, *arrays: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.upgrade_after:
+            self.run = self.full()
+            for home, key in self.homes:
+                if home.get(key) is self:
+                    home[key] = self.run
+            self.homes = []
+        return self.run(*arrays)
 
 
 def _framework_path(backend: Backend, optimize: Any) -> bool:
@@ -167,8 +218,14 @@ def _framework_path(backend: Backend, optimize: Any) -> bool:
     return backend.plans_own_path and isinstance(optimize, str) and optimize == "auto"
 
 
+def _caller_parts(args: tuple[Any, ...]) -> int:
+    """The weight of `_compile`'s arguments that come from the caller (the subscripts, shapes,
+    supplements, optimize= and layouts); the backend entry and options are shared."""
+    return shapes_key_weight(args[1:5]) + weight(args[7])
+
+
 _compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES,
-                               weigh_results=False)(_compile)
+                               weigh_results=False, weigh_args=_caller_parts)(_compile)
 
 
 def _layout_matters(schedule: Schedule) -> bool:
@@ -193,7 +250,7 @@ def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,
             if a.dtype != dtype or not a.flags.c_contiguous:
                 layouts = _layouts_of(arrays, options)
                 return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
-                               layouts)(*arrays)
+                               layouts, tiered=True)(*arrays)
         return run(*arrays)
 
     return guarded
@@ -213,17 +270,21 @@ def _layouts_of(arrays: Sequence[Any], options: BackendOptions) -> tuple[int, ..
 def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
             supplements: tuple[tuple[str, int], ...], optimize: Any,
             options: BackendOptions, limit: Any = "default",
-            layouts: tuple[int, ...] | None = None) -> Callable[..., Any]:
+            layouts: tuple[int, ...] | None = None, tiered: bool = False) -> Callable[..., Any]:
+    """The cached runner of a call (``tiered``: a call of `contract`'s own, planned in the
+    cheapest sound tier; else the full search, as for `contract_expression`)."""
     limit = _backend_limit(backend, limit)
     if backend is not _NUMPY:
         layouts = None
     try:
-        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
+        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
+                         tiered)
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
     # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
+    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
+                    tiered)
 
 
 def _backend_limit(backend: Backend, limit: Any) -> Any:
@@ -270,7 +331,7 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
         try:
             elements = operator.index(memory_limit)
         except TypeError:
-            if not isinstance(memory_limit, (float, np.floating)):
+            if not isinstance(memory_limit, (float, np.floating, decimal.Decimal)):  # PathInfo's sizes
                 raise TypeError(f"memory_limit must be a number of elements or a size string, not "
                                 f"{type(memory_limit).__name__}; {hint}") from None
             if not math.isfinite(memory_limit):
@@ -308,13 +369,14 @@ _NO_SUBSCRIPTS: Any = object()
 # give NDArray[Any] (the result's shape and dtype differ from the operands'); an array type of
 # any other library (jax.Array, torch.Tensor, dask's Array: none is generic in its shape) comes
 # back as itself; a mix of libraries gives the `_Array` protocol, lists and Python scalars Any.
+# Operands annotated ``np.ndarray`` (its shape and dtype Any) give NDArray[Any] too (`_NumpyT`).
 # The keywords are the implementation's.
 @overload
-def contract(subscripts: str, *operands: NDArray[Any] | np.generic, **options: Any) -> NDArray[Any]: ...
+def contract(subscripts: str, *operands: _NumpyT, **options: Any) -> NDArray[Any]: ...
 @overload
 def contract(subscripts: str, *operands: _ArrayT, **options: Any) -> _ArrayT: ...
 @overload
-def contract(subscripts: Any = ..., *operands: Any, **options: Any) -> Any: ...
+def contract(subscripts: Any = ..., *operands: _AnyT, **options: Any) -> Any: ...
 def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -> Any:
     """Evaluate a grouped einsum.
 
@@ -407,7 +469,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
     """`contract` with its keywords named: the first call of a signature, other options,
     other array libraries."""
     if type(subscripts) is not str:
-        subscripts, operands = _sublist_call(subscripts, operands)
+        subscripts, operands = _sublist_call(subscripts, operands, single_call=optimize is False)
     if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and preferred_element_type is None
             and out is None and dtype is None and order is _ORDER_K and casting is _SAFE
             and backend is None):
@@ -452,7 +514,8 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
 contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defined]
 
 
-def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+def _sublist_call(first: Any, operands: tuple[Any, ...],
+                  single_call: bool = False) -> tuple[str, tuple[Any, ...]]:
     """np.einsum's sublist form, or numpy's error for a call without subscripts."""
     if first is _NO_SUBSCRIPTS:
         raise OperandCountError("contract needs the subscripts string and at least one operand, "
@@ -460,7 +523,7 @@ def _sublist_call(first: Any, operands: tuple[Any, ...]) -> tuple[str, tuple[Any
                                 "b, [1, 2], [0, 2])")
     if isinstance(first, str) or not operands:
         _check_subscripts(first)
-    return from_sublists(first, operands)
+    return from_sublists(first, operands, single_call)
 
 
 def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
@@ -475,10 +538,11 @@ def _contract_numpy_style(subscripts: str, operands: Sequence[Any], len_groups: 
     if name is not None and name != backend_for(operands).name:
         result = _on_backend(name, subscripts, operands, len_groups, optimize, options, memory_limit)
         if out is not None:
-            np.copyto(out, result, casting="safe")
+            np.copyto(out, result, casting=out_casting(casting, optimize, len(operands), out))
             return out
         return apply_order(result, order, operands)
-    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit)
+    result = _contract_general(subscripts, operands, len_groups, optimize, options, out, memory_limit,
+                               casting=casting)
     return result if out is not None else apply_order(result, order, operands)
 
 
@@ -490,7 +554,7 @@ def _on_backend(name: str, subscripts: str, operands: Sequence[Any], len_groups:
                                f"{backend_for(operands).name} arrays; pass backend='auto'")
     converted = to_library(name, [np.asarray(op) for op in operands])
     result = _contract_general(subscripts, converted, len_groups, optimize, options, None, memory_limit)
-    return from_library(name, result)
+    return from_library(name, result, scalar=name != "object")  # opt_einsum's object: 0-d array
 
 
 def _check_subscripts(subscripts: Any) -> None:
@@ -504,7 +568,7 @@ def _numpy_first_call(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     _check_dtypes(operands)
     supplements = normalise_supplements(len_groups)
     shapes = tuple(op.shape for op in operands)
-    run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS)
+    run = _runner(_NUMPY, subscripts, shapes, supplements, "auto", _DEFAULT_OPTIONS, tiered=True)
     # (where copies of strided or mixed-dtype operands could break the limit, `run` checks
     # the operands and re-plans for theirs: see `_guarded`)
     _remember(_HOT, key, subscripts, run)
@@ -519,6 +583,8 @@ def _remember(hot: dict[tuple[Any, ...], Callable[..., Any]], key: tuple[Any, ..
         if len(hot) >= HOT_CACHE_SIZE:
             hot.clear()
         hot[key] = run
+        if type(run) is _Provisional:
+            run.homes.append((hot, key))
 
 
 # The hot path of the other array libraries (JAX, torch, ...): default options, keyed on
@@ -549,7 +615,8 @@ def _contract_foreign(subscripts: str, operands: Sequence[Any], len_groups: Mapp
 
 def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapping[str, Any],
                       optimize: Any, options: BackendOptions, out: Any = None,
-                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None) -> Any:
+                      memory_limit: Any = "default", hot_key: tuple[Any, ...] | None = None,
+                      casting: str = _SAFE) -> Any:
     _check_subscripts(subscripts)
     backend = backend_for(operands)
     arrays = _as_operands(operands, backend)
@@ -559,15 +626,17 @@ def _contract_general(subscripts: str, operands: Sequence[Any], len_groups: Mapp
     optimize = _checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, _itemsize(arrays, options))
     layouts = _layouts_of(arrays, options) if backend is _NUMPY else None
-    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts)
+    run = _runner(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
+                  tiered=True)
     if hot_key is not None and all(a is op for a, op in zip(arrays, operands)):
         _remember(_FOREIGN_HOT, hot_key, subscripts, run)
     if out is None:
         return run(*arrays)
     plan, _ = _planned(subscripts, shapes, supplements, optimize, _backend_limit(backend, limit),
                        layouts, backend.uses_einsum, backend.cost_model)
-    _check_out(out, backend, plan, arrays, options)
-    return _write_out(out, backend, run(*arrays))
+    rule = out_casting(casting, optimize, len(arrays), out)
+    _check_out(out, backend, plan, arrays, options, rule)
+    return _write_out(out, backend, run(*arrays), rule)
 
 
 def _shapes_of(arrays: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
@@ -594,9 +663,10 @@ def _itemsize(arrays: Sequence[Any], options: BackendOptions) -> int:
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
-               options: BackendOptions) -> None:
-    """``out=`` is checked like np.einsum checks it, before any arithmetic (numpy, and a
-    backend whose module has ``out_type``/``write_out``: CuPy, with an out on the device)."""
+               options: BackendOptions, rule: Casting = "safe") -> None:
+    """``out=`` is checked like np.einsum checks it, before any arithmetic (``rule``: the
+    casting the result is written under, `compat.out_casting`); numpy's, and a backend whose
+    module has ``out_type``/``write_out`` (CuPy, with an out on the device)."""
     module = None if backend.name == "numpy" else load(backend)
     if module is not None and not hasattr(module, "write_out"):
         raise TypeError(f"out= is supported for numpy and cupy operands only ({backend.name} "
@@ -611,18 +681,20 @@ def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
     result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
               else np.result_type(*arrays) if module is None
               else np.result_type(*(a.dtype for a in arrays)))
-    if not np.can_cast(result, out.dtype, "safe"):
+    if not np.can_cast(result, out.dtype, rule):
+        safely = "safely" if rule == "safe" else f"by the rule casting={rule!r}"
         raise TypeError(f"out= has dtype {out.dtype} but the result is {result}, which it cannot "
-                        "hold safely; pass an out of that dtype (or dtype= to compute in another)")
+                        f"hold {safely}; pass an out of that dtype, casting='unsafe' to truncate, "
+                        "or dtype= to compute in another")
     if not getattr(out.flags, "writeable", True):   # (CuPy arrays are always writeable)
         raise ValueError("out= is read-only")
 
 
-def _write_out(out: Any, backend: Backend, result: Any) -> Any:
+def _write_out(out: Any, backend: Backend, result: Any, rule: Casting = "safe") -> Any:
     if backend.name == "numpy":
-        np.copyto(out, result, casting="safe")
+        np.copyto(out, result, casting=rule)
     else:
-        load(backend).write_out(out, result)
+        load(backend).write_out(out, result, rule)
     return out
 
 
@@ -688,6 +760,18 @@ class ContractExpression:
         return _runner(_checked_backend(backend), self.subscripts, self.shapes, self.supplements,
                        self.optimize, options, self.memory_limit)
 
+    @property
+    def contraction_list(self) -> list[tuple[Any, ...]]:
+        """opt_einsum's ``contraction_list`` for the path this expression runs (on its
+        expanded einsum): one ``(positions, removed, einsum, remaining, blas)`` per step."""
+        return list(path_info(self.plan.expansion.einsum, self.plan.shapes,
+                              [tuple(step) for step in self.schedule.path]).contraction_list)
+
+    @property
+    def _evaluated_constants(self) -> dict[str, list[Any]]:
+        # opt_einsum's name (its tests read it): the constants as held per library
+        return evaluated_constants(len(self.shapes), self.constants, self._converted)
+
     def explain(self, backend: str = "numpy") -> str:
         """The `explain` report of this expression (for ``backend``'s schedule)."""
         return explain(self.subscripts, *self.shapes, optimize=self.optimize, backend=backend,
@@ -695,7 +779,7 @@ class ContractExpression:
                        **{f"len_{g}": n for g, n in self.supplements})
 
     @overload
-    def __call__(self, *operands: NDArray[Any] | np.generic, precision: Any = ...,
+    def __call__(self, *operands: _NumpyT, precision: Any = ...,
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> NDArray[Any]: ...
     @overload
@@ -703,7 +787,7 @@ class ContractExpression:
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> _ArrayT: ...
     @overload
-    def __call__(self, *operands: Any, precision: Any = ...,
+    def __call__(self, *operands: _AnyT, precision: Any = ...,
                  preferred_element_type: Any = ...,
                  out: Any = ..., backend: Any = ..., evaluate_constants: bool = ...) -> Any: ...
     def __call__(self, *operands: Any, precision: Any = None, preferred_element_type: Any = None,
@@ -725,6 +809,8 @@ class ContractExpression:
                 except TypeError:
                     _check_dtypes(operands)
                     raise
+        if len(operands) != len(self.shapes):
+            _wrong_count(self, len(self.shapes), len(operands))
         backend = backend_for(operands)
         arrays = _as_operands(operands, backend)
         _check_dtypes(arrays)
@@ -744,12 +830,18 @@ def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tupl
     """The call's operands with the expression's constants put back in their positions."""
     n = len(expr.shapes) - len(expr.constants)
     if len(operands) != n:
-        raise OperandCountError(
-            f"this expression for {quoted(expr.subscripts)} takes {n} operand{'s' if n != 1 else ''} "
-            f"(positions {sorted(expr.constants)} are constants) but {len(operands)} were given")
+        _wrong_count(expr, n, len(operands))
     constants = _constants_for(expr, operands)
     given = iter(operands)
     return tuple(constants[k] if k in constants else next(given) for k in range(len(expr.shapes)))
+
+
+def _wrong_count(expr: ContractExpression, n: int, given: int) -> None:
+    constants = f" (positions {sorted(expr.constants)} are constants)" if expr.constants else ""
+    raise OperandCountError(
+        f"this `ContractExpression` takes exactly {n} operand{'s' if n != 1 else ''}{constants} "
+        f"for {quoted(expr.subscripts)} but {given} were given; pass one array per term that is "
+        "not a constant, in order")
 
 
 def _constants_for(expr: ContractExpression, operands: tuple[Any, ...]) -> dict[int, Any]:
@@ -782,7 +874,8 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
                                    f"{backend_for(operands).name} arrays; pass backend='auto'")
         converted = to_library(name, [np.asarray(op) for op in operands])
         result = from_library(name, expr(*_without_constants(expr, converted), precision=precision,
-                                         preferred_element_type=preferred_element_type))
+                                         preferred_element_type=preferred_element_type),
+                              scalar=False)   # opt_einsum's expressions: a 0-d array
     else:
         result = expr(*_without_constants(expr, operands), precision=precision,
                       preferred_element_type=preferred_element_type)
@@ -792,8 +885,9 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
     owner = backend_for(operands)   # an out on the device for CuPy; else a numpy out, as before
     chosen = owner if name is None and owner is not _NUMPY and hasattr(load(owner), "write_out") else _NUMPY
     arrays = _as_operands(operands, chosen)
-    _check_out(out, chosen, expr.plan, arrays, options)
-    return _write_out(out, chosen, result)
+    rule = out_casting(_SAFE, expr.optimize, len(expr.shapes), out)
+    _check_out(out, chosen, expr.plan, arrays, options, rule)
+    return _write_out(out, chosen, result, rule)
 
 
 def _without_constants(expr: ContractExpression, operands: Sequence[Any]) -> tuple[Any, ...]:
@@ -817,6 +911,7 @@ def contract_expression(subscripts: str, *shapes: Any, optimize: Any = "auto",
     >>> expr.schedule.path, expr(np.ones((3, 2, 5)), np.ones((3, 2, 4))).shape
     (((0, 1),), (2, 4, 5))
     """
+    check_expression_keywords(subscripts, len_groups)  # opt_einsum's out=, backend=: the call's
     if type(subscripts) is not str and shapes:  # the sublist form, with shapes for operands
         subscripts, shapes = from_sublists(subscripts, shapes)
     fixed = _constant_operands(shapes, constants)
@@ -992,6 +1087,7 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
         state = "determined" if not info.needs_supplement else info.describe()
     runs = tuple("".join(r) for r in info.runs if len(r) > 1)
     plan: Plan | None = None
+    first_call: FirstCall | None = None
     if backend is not None:
         chosen = _checked_backend(backend)
     elif any(hasattr(item, "shape") for item in shapes_or_operands):
@@ -1008,6 +1104,13 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
         else:
             layouts = (_layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
                        if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
+            if opt == "auto":  # before the full search below, which a later first call would reuse
+                first = first_schedule(make_plan(subscripts, shapes, supplements), opt,
+                                       chosen.uses_einsum, limit, layouts, chosen.cost_model or NUMPY_MODEL,
+                                       remember=False)
+                if first.search_ns:  # (one einsum call has nothing to search: no line)
+                    first_call = FirstCall(first.tier, first.search_ns, first.schedule.path,
+                                           first.schedule.cost_ns, first.upgrade_after)
             plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
                                       chosen.uses_einsum, chosen.cost_model)
         exp, lengths = plan.expansion, plan.lengths
@@ -1044,7 +1147,8 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
                    steps=explained_steps(schedule, exp.readable_symbol),
                    peak_extra=schedule.peak_extra, memory_limit=schedule.memory_limit,
                    cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None,
-                   time_model=getattr(chosen.cost_model, "time_model_name", "numpy"))
+                   time_model=getattr(chosen.cost_model, "time_model_name", "numpy"),
+                   first_call=first_call)
 
 
 def _framework_explanation(base: Explanation, backend: Backend, module: Any, plan: Plan) -> Explanation:

@@ -93,6 +93,29 @@ def weight(obj: Any, depth: int = _WEIGH_DEPTH) -> int:
     return size
 
 
+def shapes_key_weight(args: tuple[Any, ...]) -> int:
+    """`weight` of a key of strings, shapes (tuples of ints) and tuples of those, counted flat
+    and at a fraction of `weight`'s cost: for the caches keyed on a call's shapes, which miss on
+    every new shape (a string still counts by its length, which is what the byte bound guards
+    against; anything else is weighed by `weight`).
+
+    >>> shapes_key_weight(('ab,bc->ac', ((2, 3), (3, 4)), ())) > len('ab,bc->ac')
+    True
+    """
+    total = sys.getsizeof(args)
+    for item in args:
+        kind = type(item)
+        if kind is str:
+            total += _text(len(item), item.isascii())
+        elif kind is tuple:
+            total += 56 + 8 * len(item)
+            for part in item:
+                total += 56 + 40 * len(part) if type(part) is tuple else weight(part, 1)
+        else:
+            total += weight(item, 2)
+    return total
+
+
 class ByteBoundedCache(Generic[R]):
     """A thread-safe least-recently-used cache of ``function``'s results by positional
     arguments, bounded by ``maxsize`` entries and ``maxbytes`` (arguments plus result, as
@@ -100,9 +123,11 @@ class ByteBoundedCache(Generic[R]):
     `TypeError`, as with `functools.lru_cache`."""
 
     def __init__(self, function: Callable[..., R], maxsize: int, maxbytes: int,
-                 weigh_results: bool = True) -> None:
+                 weigh_results: bool = True,
+                 weigh_args: Callable[[tuple[Any, ...]], int] | None = None) -> None:
         self.__wrapped__ = function
         self.weigh_results = weigh_results
+        self.weigh_args = weigh_args or weight
         functools.update_wrapper(self, function)
         self.maxsize, self.maxbytes = maxsize, maxbytes
         self._entries: OrderedDict[tuple[Any, ...], tuple[R, int]] = OrderedDict()
@@ -120,7 +145,8 @@ class ByteBoundedCache(Generic[R]):
         result = self.__wrapped__(*args)
         # A result derived from its arguments (a plan from a string and shapes) may be counted
         # as twice their weight: weighing a deep result costs more than computing some of them.
-        cost = weight(args) + weight(result) if self.weigh_results else 2 * weight(args)
+        weighed = self.weigh_args(args)
+        cost = weighed + weight(result) if self.weigh_results else 2 * weighed
         if cost * ENTRY_FRACTION > self.maxbytes:
             return result
         with self._lock:
@@ -143,12 +169,15 @@ class ByteBoundedCache(Generic[R]):
             self._hits = self._misses = self._bytes = 0
 
 
-def byte_bounded_cache(maxsize: int, maxbytes: int, weigh_results: bool = True
+def byte_bounded_cache(maxsize: int, maxbytes: int, weigh_results: bool = True,
+                       weigh_args: Callable[[tuple[Any, ...]], int] | None = None,
                        ) -> Callable[[Callable[..., R]], ByteBoundedCache[R]]:
     """Decorate a pure function with a `ByteBoundedCache` (positional arguments only).
 
     ``weigh_results=False`` counts each entry as twice its arguments' weight, for results whose
-    size follows from their arguments and that are too deep to weigh on every miss."""
+    size follows from their arguments and that are too deep to weigh on every miss.
+    ``weigh_args`` weighs the arguments instead of `weight` (for arguments some of which are
+    shared singletons, such as a backend entry, that no entry holds alone)."""
     def decorate(function: Callable[..., R]) -> ByteBoundedCache[R]:
-        return ByteBoundedCache(function, maxsize, maxbytes, weigh_results)
+        return ByteBoundedCache(function, maxsize, maxbytes, weigh_results, weigh_args)
     return decorate

@@ -1,4 +1,4 @@
-"""The ``contractions`` command line: ``demo``, ``explain``, ``check`` and ``scan``.
+"""The ``contractions`` command line: ``demo``, ``explain``, ``check``, ``scan`` and ``calibrate``.
 
     contractions demo                  # a short guided tour, checked as it runs
     contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
@@ -6,7 +6,8 @@
     contractions explain 'Wa,Wab,Wb->W' 2x3 2x3x4 2x4 --optimize greedy --memory-limit 1MB
     contractions check src/            # lint contract() call sites (exit 0 / 1 findings / 2 usage)
     contractions scan src/ --json      # vocabulary and call sites
-    contractions                       # this help (exit status 2: no command given)
+    contractions calibrate --quick     # measure this machine's prices (--show: the profile in use)
+    contractions                       # this help (exit status 0, as --help)
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="grouped-einsum: an einsum whose UPPERCASE letters are groups of zero or "
                     "more axes. Explain a call, run the demo, or lint and scan call sites.",
         epilog="run 'contractions COMMAND --help' for a command's options; 'contractions' alone "
-               "prints this help and exits with status 2 (no command given)")
+               "prints this help and exits with status 0, as --help does")
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s {__version__} (distribution grouped-einsum)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -141,6 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="whose schedule to report: "
                          + ", ".join(b.name for b in registered_backends())
                          + " (default: numpy; jax, torch and dask need that library installed)")
+    cal = sub.add_parser("calibrate", help="measure this machine's prices and write the profile the "
+                                           "planner uses",
+                         description="Measure this machine's prices (BLAS products, copies, einsum's "
+                                     "loop, Python overheads; caches and threads from the OS) and "
+                                     "write them as the profile the planner uses: the user cache "
+                                     "directory by default, CONTRACTIONS_PROFILE=FILE selects another.")
+    cal.add_argument("--quick", action="store_true", help="a smaller measurement, under a minute")
+    cal.add_argument("--output", metavar="FILE", default=None,
+                     help="write the profile here instead of the user cache directory")
+    cal.add_argument("--show", action="store_true",
+                     help="measure nothing: print the profile in use, where it came from and how "
+                          "it differs from the built-in defaults")
     from .lint import add_commands
 
     add_commands(sub)  # check, scan
@@ -151,9 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        if args.command is None:  # bare `contractions`: the help, and a usage status
+        if args.command is None:  # bare `contractions`: the help, as --help gives it
             parser.print_help()
-            return 2
+            return 0
         return _run(args)
     except BrokenPipeError:
         # `contractions scan . | head`: the reader left; that is not an error of ours.
@@ -172,9 +185,48 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "explain":
         return _explain(args.subscripts, args.shapes, args.supplements, optimize=args.optimize,
                         memory_limit=args.memory_limit, backend=args.backend)
+    if args.command == "calibrate":
+        return _calibrate(args.quick, args.output, args.show)
     from .lint import run_command
 
     return run_command(args)  # check, scan
+
+
+def _calibrate(quick: bool, output: str | None, show: bool) -> int:
+    from .model.profile import ENVIRONMENT_VARIABLE, Profile, active_profile, save_profile, user_profile_path
+
+    if show:
+        profile = active_profile()
+        print(f"profile in use: {profile.describe()}")
+        if not profile.source:
+            print(f"(no {ENVIRONMENT_VARIABLE}, and no calibrated profile at {user_profile_path()})")
+        else:
+            print(f"measured on: {profile.machine}")
+        print(f"priced with {profile.blas_threads} BLAS threads; memory past "
+              f"{profile.memory_threshold:,} elements, cache blocks of {profile.cache_elements:,}")
+        changed = profile.differences_from(Profile())
+        if changed:
+            print("differs from the built-in defaults in:")
+            for name, default, value in changed:
+                print(f"  {name:40s} {value:<12g} (default {default:g})")
+        else:
+            print("identical to the built-in defaults")
+        return 0
+    from .calibrate import FULL, QUICK, calibrate
+
+    target = output if output is not None else user_profile_path()
+    try:
+        profile = calibrate(QUICK if quick else FULL, log=lambda line: print(line, flush=True))
+        written = save_profile(profile, target)
+    except OSError as exc:
+        print(f"contractions calibrate: cannot write the profile {target}: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {written}")
+    if output is not None:
+        print(f"plan with it: {ENVIRONMENT_VARIABLE}={written}")
+    else:
+        print("it prices every plan from the next import of contractions")
+    return 0
 
 
 def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[str, int],

@@ -13,24 +13,28 @@ path a schedule runs).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
-from .errors import ContractionError, OptionError
+from .errors import ContractionError, KeywordError, OptionError, quoted
 
 __all__ = [
     "from_sublists",
     "check_numpy_options",
     "apply_order",
+    "out_casting",
     "numpy_optimize",
     "backend_name",
     "path_info",
+    "check_expression_keywords",
+    "evaluated_constants",
     "CASTING_RULES",
     "ORDERS",
 ]
 
 CASTING_RULES = ("no", "equiv", "safe", "same_kind", "unsafe")
+Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 ORDERS = ("C", "F", "A", "K")
 
 
@@ -47,13 +51,20 @@ def _axis_letters():
         code += 1
 
 
-def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
+#: np.einsum's single call names its sublist symbols by these many letters (ints 0..51).
+NUMPY_SUBLIST_SYMBOLS = 52
+
+
+def from_sublists(first: Any, rest: Sequence[Any],
+                  single_call: bool = False) -> tuple[str, tuple[Any, ...]]:
     """``contract(a, [0, 1], b, [1, 2], [0, 2])`` as a subscripts string and its operands.
 
     As in numpy, operands alternate with their sublists, an optional last sublist is the
     output and ``Ellipsis`` may appear once per sublist; as in opt_einsum, a symbol is any
-    hashable, comparable object (ints in numpy).  Symbols are sorted and written as single-axis
-    letters in that order, so implicit output keeps their order.
+    hashable, comparable object (ints in numpy), and a sublist may be a 1-d integer array.
+    Symbols are sorted and written as single-axis letters in that order, so implicit output
+    keeps their order.  With ``single_call`` (``optimize=False``: np.einsum's single C call) a
+    symbol must be an int in 0..51, numpy's range there.
 
     >>> from_sublists(np.ones(2), ([Ellipsis, 0], np.ones(2), [0]))[0]
     '...a,a'
@@ -65,12 +76,12 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     if len(args) % 2:  # the last item is the output sublist
         output = operands.pop()
     for k, sub in enumerate([*sublists, *([] if output is None else [output])]):
-        if not isinstance(sub, (list, tuple, range)):
+        if not isinstance(sub, (list, tuple, range)) and not _int_vector(sub):
             raise TypeError(f"sublist {k} is {type(sub).__name__} ({sub!r}); in the sublist form each "
                             "operand is followed by a list of its axis symbols, e.g. "
                             "contract(a, [0, 1], b, [1, 2], [0, 2])")
-    sublists = [list(s) for s in sublists]
-    out_list = None if output is None else list(output)
+    sublists = [_symbols(s) for s in sublists]
+    out_list = None if output is None else _symbols(output)
     symbols = {s for sub in [*sublists, *([out_list] if out_list is not None else [])] for s in sub
                if s is not Ellipsis}
     for s in symbols:
@@ -81,6 +92,15 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     except TypeError:
         raise TypeError("sublist symbols must be Ellipsis or hashable objects that compare with "
                         "one another (ints, as in numpy; or strings)") from None
+    if single_call:
+        # optimize=False is np.einsum's single C call, which takes ints 0..51 only (its
+        # ValueError, numpy's test_subscript_range); any other optimize= takes any symbol.
+        for s in ordered:
+            if not isinstance(s, (int, np.integer)) or not 0 <= s < NUMPY_SUBLIST_SYMBOLS:
+                raise OptionError(
+                    f"sublist symbol {s!r} is outside np.einsum's range [0, "
+                    f"{NUMPY_SUBLIST_SYMBOLS}) for one einsum call (optimize=False); other "
+                    "optimize= values take any int or hashable symbol, as opt_einsum does")
     letters = _axis_letters()
     letter = {s: next(letters) for s in ordered}
 
@@ -91,6 +111,15 @@ def from_sublists(first: Any, rest: Sequence[Any]) -> tuple[str, tuple[Any, ...]
     if out_list is not None:
         subscripts += "->" + term(out_list)
     return subscripts, tuple(operands)
+
+
+def _int_vector(sub: Any) -> bool:
+    """Is ``sub`` a 1-d integer array (numpy takes one as a sublist: ``np.array([0, 0])``)?"""
+    return isinstance(sub, np.ndarray) and sub.ndim == 1 and sub.dtype.kind in "iu"
+
+
+def _symbols(sub: Any) -> list[Any]:
+    return [int(s) for s in sub] if isinstance(sub, np.ndarray) else list(sub)
 
 
 # ---------------------------------------------------------------- order= casting= dtype=
@@ -129,6 +158,25 @@ def check_numpy_options(subscripts: str, arrays: Sequence[Any], dtype: Any, cast
                             f"the rule {casting!r}{default}; pass casting='unsafe' to truncate")
 
 
+def out_casting(casting: str, optimize: Any, n_operands: int, out: Any) -> Casting:
+    """The casting rule the result is written into ``out=`` under, as np.einsum writes it.
+
+    ``casting=`` (numpy's default ``'safe'``), as np.einsum's single call (``optimize=False``)
+    checks it; but numpy's optimized einsum assigns its last pairwise product into a 0-d
+    ``out`` (``out[...] = result``), which takes any cast, so a 0-d ``out`` of a call with two or
+    more operands and a pairwise ``optimize=`` does too.  (For a larger ``out`` numpy's
+    optimized path casts by its kernel: the rule stays ``casting=``, never looser than numpy's
+    single call.)
+
+    >>> out_casting('safe', 'auto', 2, np.array(0)), out_casting('safe', 'direct', 2, np.array(0))
+    ('unsafe', 'safe')
+    """
+    if getattr(out, "ndim", None) == 0 and n_operands >= 2 and optimize is not False and not (
+            isinstance(optimize, str) and optimize == "direct"):
+        return "unsafe"
+    return cast(Casting, casting)   # checked against CASTING_RULES by check_numpy_options
+
+
 def apply_order(result: Any, order: str, arrays: Sequence[Any]) -> Any:
     """The result in numpy's ``order=`` layout (``'K'``, the default, keeps it as computed).
 
@@ -163,10 +211,12 @@ def numpy_optimize(optimize: Any) -> Any:
     return optimize
 
 
-#: opt_einsum's backend names (and their aliases) -> the names the registry uses.
+#: opt_einsum's backend names (and their aliases) -> the names the registry uses, and
+#: ``'object'`` (opt_einsum's backend for object arrays): numpy, whose every path keeps them.
 _BACKEND_ALIASES = {
     "numpy": "numpy", "jax": "jax", "jax.numpy": "jax", "libjax": "jax", "torch": "torch",
     "pytorch": "torch", "dask": "dask", "dask.array": "dask", "array_api": "array_api",
+    "object": "object",
 }
 
 
@@ -213,6 +263,8 @@ def to_library(name: str, arrays: Sequence[np.ndarray]) -> list[Any]:
     """numpy arrays as arrays of the library ``name`` (for opt_einsum's ``backend=``)."""
     if name == "numpy":
         return list(arrays)
+    if name == "object":   # numpy's own arithmetic on the operands as given (object or not)
+        return list(arrays)
     if name == "jax":
         import jax.numpy as jnp
 
@@ -228,11 +280,52 @@ def to_library(name: str, arrays: Sequence[np.ndarray]) -> list[Any]:
     raise ContractionError(f"backend={name!r} cannot take numpy operands; pass its own arrays")
 
 
-def from_library(name: str, result: Any) -> Any:
-    """A result of the library ``name`` back as numpy (a numpy scalar when 0-d)."""
+def from_library(name: str, result: Any, scalar: bool = True) -> Any:
+    """A result of the library ``name`` back as numpy: a numpy scalar when 0-d (np.einsum's
+    convention, `contract`'s), or with ``scalar=False`` a 0-d array (opt_einsum's expressions).
+
+    >>> from_library('object', np.array(3, dtype=object)), from_library('numpy', np.float64(2), False)
+    (3, array(2.))
+    """
     if name == "dask":
         result = result.compute()
     elif name == "torch":
         result = result.detach().cpu().numpy()
-    out = np.asarray(result)
-    return out[()] if out.ndim == 0 else out
+    # (a 0-d object result comes back from numpy as the bare object: keep it an object array)
+    bare = name == "object" and not isinstance(result, (np.ndarray, np.generic))
+    out = np.asarray(result, dtype=object if bare else None)
+    return out[()] if out.ndim == 0 and scalar else out
+
+
+# -------------------------------------------------------------- opt_einsum's expressions
+def check_expression_keywords(subscripts: Any, keywords: dict[str, Any]) -> None:
+    """opt_einsum's ``out=`` and ``backend=`` belong to an expression's call, not its build.
+
+    >>> check_expression_keywords('ij->i', {'out': None, 'len_W': 1})
+    >>> check_expression_keywords('ij->i', {'out': np.ones(2)})
+    Traceback (most recent call last):
+    ...
+    contractions.errors.KeywordError: contract_expression('ij->i', ...) takes no out=: pass it to the expression's call, expr(*operands, out=...)
+    """
+    for name in ("out", "backend"):
+        if keywords.get(name) is not None:
+            what = quoted(subscripts) if isinstance(subscripts, str) else "..."
+            raise KeywordError(f"contract_expression({what}, ...) takes no {name}=: pass it to the "
+                               f"expression's call, expr(*operands, {name}=...)")
+    for name in ("out", "backend"):
+        keywords.pop(name, None)
+
+
+def evaluated_constants(n: int, constants: dict[int, Any],
+                        converted: dict[tuple[str, str], dict[int, Any]]) -> dict[str, list[Any]]:
+    """opt_einsum's ``ContractExpression._evaluated_constants``: per library, the constants in
+    their positions (None elsewhere), as the expression holds them for that library.
+
+    >>> evaluated_constants(2, {1: np.ones(2)}, {})['numpy'][0] is None
+    True
+    """
+    found = {name: [held.get(k) for k in range(n)] for (name, _), held in converted.items()}
+    numpy_held = all(type(c) is np.ndarray for c in constants.values())
+    if numpy_held:
+        found.setdefault("numpy", [constants.get(k) for k in range(n)])
+    return found

@@ -22,6 +22,7 @@ __all__ = [
     "MemoryLimitError",
     "OptionError",
     "PathError",
+    "KeywordError",
     "caret_line",
     "quoted",
     "QUOTE_LIMIT",
@@ -79,11 +80,21 @@ class OptionError(ContractionError):
     group length that is not a whole number of axes, or more axes than can be named."""
 
 
-class PathError(ContractionError, TypeError, IndexError):
+class PathError(ContractionError, TypeError, IndexError, RuntimeError):
     """An explicit ``optimize=`` path is invalid for this many operands.
 
-    Also a `TypeError` (what np.einsum raises for a path it cannot follow) and an `IndexError`
-    (what opt_einsum raises), so code written for either catches it.
+    Also a `TypeError` and a `RuntimeError` (what np.einsum raises for a path it cannot follow,
+    and for one that leaves operands uncontracted) and an `IndexError` (what opt_einsum
+    raises), so code written for either catches it.
+    """
+
+
+class KeywordError(ContractionError, TypeError):
+    """A keyword given where it does not belong: ``out=`` or ``backend=`` to
+    `contract_expression`, which belong to the expression's call.
+
+    Both a `TypeError` (keyword misuse) and a `ContractionError`, so a `ValueError` (what
+    opt_einsum raises there).
     """
 
 

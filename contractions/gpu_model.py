@@ -9,7 +9,7 @@ unit), charges a batched product one launch however many matrices it stacks (cuB
 batched call: fewer, larger batched products win), and has no caches, page faults or threads
 to price.  dev/decisions.md (decision 47) gives the rule and its reasons.
 
-`GpuCostModel` is a `matmul_model.CostModel`.  Two instances: `CUPY_MODEL` (the CuPy registry
+`GpuCostModel` is a `model.protocol.CostModel`.  Two instances: `CUPY_MODEL` (the CuPy registry
 entry's ``cost_model``: ``cupy.einsum`` is Python code whose parsing and per-pair logic cost far
 more than the kernels it launches, so the schedule's own steps usually win) and
 `TORCH_CUDA_MODEL` (torch tensors on a CUDA device: ``torch.einsum``'s pairs run in C++, so one
@@ -123,7 +123,7 @@ class GpuCostModel:
                 + macs * self.ns_per_mac)
 
     def one_einsum_path(self, schedule: Any, optimize: Any = "auto") -> tuple[tuple[int, ...], ...] | None:
-        """The schedule's question (`matmul_model.CostModel`): the path of the one framework
+        """The schedule's question (`model.protocol.CostModel`): the path of the one framework
         einsum to run instead of the steps, or None to run the steps.
 
         ``optimize=False`` (one einsum call, asked for) takes the schedule's path.  Otherwise

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .caching import byte_bounded_cache
+from .caching import byte_bounded_cache, shapes_key_weight
 from .errors import SizeMismatchError, quoted
 from .expand import Expansion, ellipsis_ranks, expand
 from .parser import ELLIPSIS, ParsedSubscripts, is_group
@@ -94,7 +94,8 @@ def _extents(parsed: ParsedSubscripts, exp: Expansion,
     return tuple(extent)
 
 
-@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=PLAN_CACHE_BYTES, weigh_results=False)
+@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=PLAN_CACHE_BYTES, weigh_results=False,
+                    weigh_args=shapes_key_weight)
 def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
               supplements: tuple[tuple[str, int], ...]) -> Plan:
     """Parse, solve, expand and validate for these shapes (cached, thread-safe, bounded)."""

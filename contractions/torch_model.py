@@ -7,12 +7,12 @@ is the same BLAS products either way; what differs is the per-operation overhead
 each route makes.  This module prices both from a `Schedule` (pure Python, no torch import), so
 the choice is made once per shape signature, as data, like every other execution decision.
 
-`TorchCostModel` is a `matmul_model.CostModel`: the torch registry entry declares
+`TorchCostModel` is a `model.protocol.CostModel`: the torch registry entry declares
 ``cost_model=TORCH_MODEL``, the api plans torch calls with it, and `schedule.make_schedule`
 asks its `one_einsum_path` whether the schedule runs as its steps or as one einsum call along a
 path (``strategy='direct'`` with that ``path``).  The torch backend only compiles the answer.
-The constants are tunables fitted on one machine (``python bench/refit_torch_model.py`` prints
-re-fitted values; it edits nothing).
+Its prices are the ``torch_*`` fields of the active `Profile` (``contractions calibrate --torch``
+measures them; ``python bench/refit_torch_model.py`` prints a re-fit and the errors of both).
 
 >>> from contractions.plan import make_plan
 >>> from contractions.schedule import make_schedule
@@ -33,17 +33,19 @@ re-fitted values; it edits nothing).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .matmul_model import NUMPY_MODEL, NumpyCostModel
+from .model.numpy_prices import NumpyCostModel
+from .model.profile import Profile, active_profile
 
 __all__ = ["TORCH_MODEL", "TorchCostModel"]
 
 
 @dataclass(frozen=True)
 class TorchCostModel:
-    """Modelled nanoseconds of the two eager torch routes for one schedule.
+    """Modelled nanoseconds of the two eager torch routes for one schedule, at the prices of
+    ``profile`` (its ``torch_*`` fields, read through the properties below without the prefix).
 
     ``ns_per_op``: one eager torch operation called from Python (permute, reshape, matmul,
     sum, ...), dispatch included; ``ns_per_einsum_call``: the fixed cost of one
@@ -58,18 +60,56 @@ class TorchCostModel:
     most this share of the best einsum route (one einsum along torch's own path is never
     slower than ``torch.einsum``, so the steps must clearly win to be worth the risk);
     ``steps_model``: what prices the steps' own kernels and layouts for the schedule (the
-    same BLAS products and copies as numpy's, so numpy's fitted model by default).
+    same BLAS products and copies as numpy's: numpy's model on the same profile).
     """
 
-    ns_per_op: float = 1500.0
-    ns_per_matmul_call: float = 60.0
-    ns_per_einsum_call: float = 6000.0
-    ns_per_einsum_pair: float = 2500.0
-    ns_per_mac: float = 0.02
-    ns_per_copied_element: float = 0.4
-    einsum_copy_share: float = 0.75
-    steps_margin: float = 0.5
-    steps_model: NumpyCostModel = NUMPY_MODEL
+    profile: Profile = field(default_factory=active_profile)
+    steps_model: NumpyCostModel = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps_model", NumpyCostModel(self.profile))
+
+    def with_prices(self, **prices: Any) -> TorchCostModel:
+        """This model with some of its profile's prices changed (`Profile` field names:
+        ``torch_ns_per_op=...``)."""
+        return replace(self, profile=replace(self.profile, **prices))
+
+    @property
+    def priced_by(self) -> str:
+        """Where the prices come from, in one line (``explain`` prints it)."""
+        return self.profile.describe()
+
+    @property
+    def ns_per_op(self) -> float:
+        return self.profile.torch_ns_per_op
+
+    @property
+    def ns_per_matmul_call(self) -> float:
+        return self.profile.torch_ns_per_matmul_call
+
+    @property
+    def ns_per_einsum_call(self) -> float:
+        return self.profile.torch_ns_per_einsum_call
+
+    @property
+    def ns_per_einsum_pair(self) -> float:
+        return self.profile.torch_ns_per_einsum_pair
+
+    @property
+    def ns_per_mac(self) -> float:
+        return self.profile.torch_ns_per_mac
+
+    @property
+    def ns_per_copied_element(self) -> float:
+        return self.profile.torch_ns_per_copied_element
+
+    @property
+    def einsum_copy_share(self) -> float:
+        return self.profile.torch_einsum_copy_share
+
+    @property
+    def steps_margin(self) -> float:
+        return self.profile.torch_steps_margin
 
     # ------------------------------------------------------------------ the two routes
     def steps_features(self, schedule: Any) -> tuple[float, float, float, float]:
@@ -144,7 +184,7 @@ class TorchCostModel:
                 + macs * self.ns_per_mac)
 
     def one_einsum_path(self, schedule: Any, optimize: Any = "auto") -> tuple[tuple[int, ...], ...] | None:
-        """The schedule's question (`matmul_model.CostModel`): the path of the one
+        """The schedule's question (`model.protocol.CostModel`): the path of the one
         ``torch.einsum`` to run instead of the steps, or None to run the steps.
 
         With the default ``optimize`` the einsum runs along the path ``torch.einsum`` itself
@@ -290,5 +330,6 @@ def _size(schedule: Any, labels: tuple[int, ...]) -> int:
     return math.prod(extents[lab] for lab in labels)
 
 
-#: The constants the torch backend uses (fitted on a 2-core x86 CPU with torch 2.13).
-TORCH_MODEL = TorchCostModel()
+#: The torch backend's model, priced by the active profile (built-in: fitted on a 2-core x86 CPU
+#: with torch 2.13).
+TORCH_MODEL = TorchCostModel(active_profile())

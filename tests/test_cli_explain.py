@@ -231,16 +231,19 @@ def test_schedule_options_without_shapes_are_refused(capsys):
     assert out == "" and "--optimize and --backend shape the schedule, which needs one SHAPE" in err
 
 
-def test_bare_command_prints_the_help_and_exits_2(capsys):
-    assert main([]) == 2
+def test_bare_command_prints_the_help_and_exits_0_as_help_does(capsys):
+    assert main([]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: contractions")
     for command in ("demo", "explain", "check", "scan"):
         assert command in out
-    assert "exits with status 2" in out
+    assert "exits with status 0, as --help does" in out
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0 and capsys.readouterr().out == out
 
 
 def test_bare_console_script():
     result = subprocess.run([sys.executable, "-m", "contractions.cli"], capture_output=True, text=True,
                             timeout=120)
-    assert result.returncode == 2 and result.stdout.startswith("usage: contractions"), result.stderr
+    assert result.returncode == 0 and result.stdout.startswith("usage: contractions"), result.stderr

@@ -237,3 +237,81 @@ def test_result_dtype_and_type_match_np_einsum(dtype, subscripts, seed):
     tol = 1e-2 if dtype == np.float16 else 1e-5
     np.testing.assert_allclose(np.asarray(got, np.complex128), np.asarray(want, np.complex128),
                                rtol=tol, atol=tol)
+
+
+# ------------------------------------------------- sublists as arrays, out= casting, ranges
+@pytest.mark.parametrize("dtype", [np.int8, np.intp, np.uint16])
+def test_an_integer_array_is_a_sublist_as_in_numpy(dtype):
+    rng = np.random.default_rng(3)
+    m, v = rng.standard_normal((3, 3)), rng.standard_normal(3)
+    for args in [(m, np.array([0, 0], dtype)), (m, np.array([0, 1], dtype), v, np.array([1], dtype)),
+                 (m, np.array([0, 1], dtype), v, np.array([1], dtype), np.array([0], dtype))]:
+        np.testing.assert_allclose(contract(*args), np.einsum(*args))
+    with pytest.raises(TypeError, match="sublist 0 is ndarray"):
+        contract(m, np.array([0.0, 1.0]))      # a float array names no axes, in numpy neither
+    assert isinstance(_exception_of(lambda: np.einsum(m, np.array([0.0, 1.0]))), TypeError)
+
+
+@pytest.mark.parametrize("out_dtype", [np.int64, np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("optimize", [False, True, "optimal", "greedy"])
+def test_a_0d_out_takes_numpys_cast(out_dtype, optimize):
+    a = np.full(7, 1.5)
+    try:
+        np.einsum("i,i->", a, a, out=np.array(0, out_dtype), optimize=optimize)
+        numpy_takes = True
+    except TypeError:
+        numpy_takes = False
+    out = np.array(0, out_dtype)
+    if not numpy_takes:
+        with pytest.raises(TypeError, match="cannot hold"):
+            contract("i,i->", a, a, out=out, optimize=optimize)
+        return
+    want = np.array(0, out_dtype)
+    np.einsum("i,i->", a, a, out=want, optimize=optimize)
+    assert contract("i,i->", a, a, out=out, optimize=optimize) is out
+    assert out == want and out.dtype == want.dtype
+
+
+@pytest.mark.parametrize("optimize", [False, True, "greedy"])
+def test_out_with_dtype_and_unsafe_casting_as_numpy(optimize):
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    b = np.arange(4, dtype=np.int16)
+    for kwargs in ({"dtype": "f8", "casting": "unsafe"}, {"casting": "unsafe"}):
+        want, got = np.zeros(3, np.int16), np.zeros(3, np.int16)
+        np.einsum("ij,j", a, b, out=want, optimize=optimize, **kwargs)
+        assert contract("ij,j", a, b, out=got, optimize=optimize, **kwargs) is got
+        np.testing.assert_array_equal(got, want)
+    # a larger out keeps the casting= rule (numpy's single call, and ours on every path)
+    with pytest.raises(TypeError, match="cannot hold safely"):
+        contract("ij,j", a.astype(float), b, out=np.zeros(3, np.int16), optimize=optimize)
+
+
+def test_sublist_symbols_past_numpys_range_with_optimize_false():
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    for bad in (52, -1):
+        want = _exception_of(lambda s=bad: np.einsum(a, [0, s], b, [s, 2], [0, 2], optimize=False))
+        with pytest.raises(type(want), match=r"outside np.einsum's range \[0, 52\)"):
+            contract(a, [0, bad], b, [bad, 2], [0, 2], optimize=False)
+    np.testing.assert_allclose(contract(a, [0, 51], b, [51, 2], [0, 2], optimize=False),
+                               np.einsum(a, [0, 51], b, [51, 2], [0, 2], optimize=False))
+    # any other optimize= takes any symbol, as opt_einsum does
+    np.testing.assert_allclose(contract(a, [0, 1000], b, [1000, 2], [0, 2]),
+                               oe.contract(a, [0, 1000], b, [1000, 2], [0, 2]))
+
+
+@pytest.mark.parametrize("subscripts, path", [("ab,bc,cd,de->ae", ["einsum_path", (2, 3), (0, 1)]),
+                                              ("a,a,a->a", ["einsum_path", (1,), (0, 1)])])
+def test_an_incomplete_einsum_path_is_numpys_runtime_error(subscripts, path):
+    ops = [np.ones([2] * len(t)) for t in subscripts.split("->")[0].split(",")]
+    want = _exception_of(lambda: np.einsum(subscripts, *ops, optimize=path))
+    assert type(want) is RuntimeError
+    with pytest.raises(RuntimeError, match="uncontracted") as info:
+        contract(subscripts, *ops, optimize=path)
+    assert isinstance(info.value, PathError)
+
+
+def test_all_scalar_operands_under_a_bound_as_numpy():
+    ops = (np.complex128(1), 1.0, np.float32(1))
+    want = np.einsum(",,->", *ops)
+    got = contract(",,->", *ops, optimize="greedy", memory_limit="max_input")
+    assert type(got) is type(want) and got == want

@@ -8,39 +8,34 @@ the code under test.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contractions import contract
-from contractions.matmul_model import (
+from contractions.model.layout import MatmulFactor, best_matmul_layout, factor_order, factor_read_ns
+from contractions.model.numpy_prices import (
     FAR_JUMP_ELEMENTS,
     NEAR_JUMP_ELEMENTS,
-    NUMPY_MODEL,
-    STREAMS_PREFETCHED,
-    TLB_PAGES,
-    Access,
-    MatmulFactor,
+    NumpyCostModel,
     access_pattern,
-    best_matmul_layout,
     einsum_step_ns,
     einsum_walk,
-    factor_order,
-    factor_read_ns,
     gather_passes,
-    size_of,
 )
+from contractions.model.profile import Profile
+from contractions.model.protocol import Access, size_of
 from contractions.plan import make_plan
 from contractions.schedule import make_schedule, schedule_labels
 from contractions.schedule.blocking import _step_cost
 
-# The numpy model as it stands on a machine with a 32 MiB last-level cache (arrays past 2**20
-# float64 elements are read from memory): the shapes below are sized for that threshold, and
-# the one `NUMPY_MODEL` reads from this machine's caches would move it.
-MODEL = replace(NUMPY_MODEL, memory_threshold=1 << 20)
+# The numpy model at the reference profile's prices (a 1 MiB L2, a 32 MiB last-level cache:
+# arrays past 2**20 float64 elements are read from memory; two BLAS threads): the shapes below
+# are sized for those thresholds, which the profile of the machine running the tests would move.
+MODEL = NumpyCostModel(Profile())
+STREAMS_PREFETCHED = MODEL.profile.streams_prefetched
+TLB_PAGES = MODEL.profile.tlb_pages
 BIG = MODEL.memory_elements() + 1
 
 
@@ -124,7 +119,7 @@ def test_runs_a_few_runs_apart_within_a_page_pay_per_run():
     m = MODEL
     elements = 8 * (BIG // 8 + 1)
     near = m.strided_read_ns(elements, Access(run=8, jump=NEAR_JUMP_ELEMENTS))
-    assert near == pytest.approx(elements / 8 * m.ns_per_near_run) and near > 0
+    assert near == pytest.approx(elements / 8 * m.profile.ns_per_near_run) and near > 0
     # the same price up to a page, then the far price takes over
     assert m.strided_read_ns(elements, Access(run=8, jump=FAR_JUMP_ELEMENTS - 1)) == near
     assert m.strided_read_ns(elements, Access(run=8, jump=FAR_JUMP_ELEMENTS)) > near
@@ -138,10 +133,10 @@ def test_runs_a_page_apart_pay_per_run_and_per_line():
     m = MODEL
     one_line = m.strided_read_ns(8 * 1000 + BIG - BIG % 8, Access(run=8, jump=FAR_JUMP_ELEMENTS))
     elements = 8 * 1000 + BIG - BIG % 8
-    assert one_line == pytest.approx(elements / 8 * (m.ns_per_far_run + m.ns_per_far_line))
+    assert one_line == pytest.approx(elements / 8 * (m.profile.ns_per_far_run + m.profile.ns_per_far_line))
     # 48-long runs span 6 lines: fewer runs, each dearer, cheaper per element
     six = m.strided_read_ns(elements, Access(run=48, jump=FAR_JUMP_ELEMENTS))
-    assert six == pytest.approx(elements / 48 * (m.ns_per_far_run + 6 * m.ns_per_far_line))
+    assert six == pytest.approx(elements / 48 * (m.profile.ns_per_far_run + 6 * m.profile.ns_per_far_line))
     assert six < one_line
 
 
@@ -150,7 +145,7 @@ def test_a_few_interleaved_streams_read_at_the_streaming_price():
     for streams in (1, STREAMS_PREFETCHED):
         assert m.strided_read_ns(BIG, Access(run=16, jump=10**5, streams=streams)) == 0.0
     many = m.strided_read_ns(BIG, Access(run=16, jump=10**5, streams=STREAMS_PREFETCHED + 1))
-    assert many == pytest.approx(BIG / 16 * (m.ns_per_far_run + 2 * m.ns_per_far_line))
+    assert many == pytest.approx(BIG / 16 * (m.profile.ns_per_far_run + 2 * m.profile.ns_per_far_line))
     assert many == m.strided_read_ns(BIG, Access(run=16, jump=10**5))
 
 
@@ -160,8 +155,8 @@ def test_sub_line_runs_pay_for_pages_past_the_tlb_and_lines_past_the_cache():
     paged = Access(run=1, jump=10**5, lines=TLB_PAGES + 1, pages=TLB_PAGES + 1)
     evicted = Access(run=1, jump=10**5, lines=m.memory_elements(), pages=TLB_PAGES + 1)
     assert m.strided_read_ns(BIG, few) == 0.0
-    assert m.strided_read_ns(BIG, paged) == pytest.approx(m.ns_per_paged_element * BIG)
-    assert m.strided_read_ns(BIG, evicted) == pytest.approx(m.ns_per_evicted_element * BIG)
+    assert m.strided_read_ns(BIG, paged) == pytest.approx(m.profile.ns_per_paged_element * BIG)
+    assert m.strided_read_ns(BIG, evicted) == pytest.approx(m.profile.ns_per_evicted_element * BIG)
 
 
 # ------------------------------------------------------------------- layouts and schedules
@@ -174,29 +169,26 @@ def test_the_memory_terms_move_a_layout_only_past_the_margin():
     # the same candidates, and the memory terms may pick another only at LAYOUT_MEMORY_WORTH.
     ext = {0: 16, 1: 16, 2: 16, 3: 16, 4: 48, 5: 48}
     lx, ly, batch, contract = (0, 1, 2, 3, 4), (0, 1, 2, 3, 5), {2, 3}, {0, 1}
-    off = replace(MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
-                  ns_per_paged_element=0.0, ns_per_evicted_element=0.0)
+    off = MODEL.with_prices(ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
+                            ns_per_paged_element=0.0, ns_per_evicted_element=0.0)
     plain = _layout(off, lx, ly, batch, contract, ext)
     priced = _layout(MODEL, lx, ly, batch, contract, ext)
     # the chosen layout carries the full model's price, so explain's time is the honest one
     assert priced.cost > plain.cost
-    huge = replace(MODEL, ns_per_far_run=1e6)
+    huge = MODEL.with_prices(ns_per_far_run=1e6)
     moved = _layout(huge, lx, ly, batch, contract, ext)
     assert (moved.left, moved.right) != (plain.left, plain.right)
 
 
-def test_below_the_margin_the_in_cache_layout_stands(monkeypatch):
+def test_below_the_margin_the_in_cache_layout_stands():
     # With the margin made unreachable, the memory terms never move a layout: the choice is the
     # in-cache model's, priced by the full one.
-    import contractions.matmul_model as mm
-
     ext = {0: 16, 1: 16, 2: 16, 3: 16, 4: 48, 5: 48}
     lx, ly, batch, contract = (0, 1, 2, 3, 4), (0, 1, 2, 3, 5), {2, 3}, {0, 1}
-    off = replace(MODEL, ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
-                  ns_per_paged_element=0.0, ns_per_evicted_element=0.0)
+    off = MODEL.with_prices(ns_per_streamed_element=0.0, ns_per_far_run=0.0, ns_per_far_line=0.0,
+                            ns_per_paged_element=0.0, ns_per_evicted_element=0.0)
     plain = _layout(off, lx, ly, batch, contract, ext)
-    huge = replace(MODEL, ns_per_far_run=1e6)
-    monkeypatch.setattr(mm, "LAYOUT_MEMORY_WORTH", float("inf"))
+    huge = MODEL.with_prices(ns_per_far_run=1e6, layout_memory_worth=float("inf"))
     kept = _layout(huge, lx, ly, batch, contract, ext)
     assert (kept.left, kept.right, kept.batch, kept.contract) == (plain.left, plain.right,
                                                                    plain.batch, plain.contract)
@@ -273,8 +265,8 @@ def test_an_einsum_whose_inner_loop_is_strided_costs_more():
     # both walk o, k, i: the inner loop is i, 64 long (k does not continue it in the result)
     macs, loops = 64 * 64 * 32, 64 * 32
     m = MODEL
-    assert contiguous == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * loops)
-    assert strided == pytest.approx(m.ns_per_strided_einsum_mac * macs + m.ns_per_inner_loop * loops)
+    assert contiguous == pytest.approx(m.profile.ns_per_einsum_mac * macs + m.profile.ns_per_inner_loop * loops)
+    assert strided == pytest.approx(m.profile.ns_per_strided_einsum_mac * macs + m.profile.ns_per_inner_loop * loops)
 
 
 def test_an_einsum_pays_for_every_restart_of_its_inner_loop():
@@ -285,8 +277,8 @@ def test_an_einsum_pays_for_every_restart_of_its_inner_loop():
     joined = einsum_step_ns(((0, 1, 3, 2, 4), (0, 1, 5, 2, 4)), (1, 3, 5), ext, MODEL)
     macs = 6 * 8 * 6 * 6 * 6 * 6
     m = MODEL
-    assert split == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * macs / 6)
-    assert joined == pytest.approx(m.ns_per_einsum_mac * macs + m.ns_per_inner_loop * macs / 36)
+    assert split == pytest.approx(m.profile.ns_per_einsum_mac * macs + m.profile.ns_per_inner_loop * macs / 6)
+    assert joined == pytest.approx(m.profile.ns_per_einsum_mac * macs + m.profile.ns_per_inner_loop * macs / 36)
 
 
 def test_a_vector_like_step_over_a_far_walked_operand_runs_as_a_stacked_product():
@@ -307,20 +299,20 @@ def test_a_vector_like_step_over_a_far_walked_operand_runs_as_a_stacked_product(
 def test_einsum_streams_a_large_operand_at_no_extra_price_a_matmul_factor_pays():
     assert MODEL.streamed_ns(BIG, "einsum") == 0.0
     assert MODEL.streamed_ns(BIG) == MODEL.streamed_ns(BIG, "matmul") > 0
-    assert MODEL.streamed_ns(BIG) == pytest.approx(MODEL.ns_per_streamed_element * BIG)
+    assert MODEL.streamed_ns(BIG) == pytest.approx(MODEL.profile.ns_per_streamed_element * BIG)
 
 
 def test_a_large_vector_like_step_past_the_cache_runs_as_einsum_by_a_clear_margin():
     # 'bo,boi->bi': a stack of (1 x o) @ (o x i) products, too large per product for the
     # small-step rule; past the cache einsum's loop streams the big operand (decision 34)
     plan = make_plan("bo,boi->bi", ((64, 48), (64, 48, 96)), ())
-    past = replace(MODEL, memory_threshold=1 << 12)
-    within = replace(MODEL, memory_threshold=1 << 30)
+    past = MODEL.with_prices(memory_threshold=1 << 12)
+    within = MODEL.with_prices(memory_threshold=1 << 30)
     (far_step,) = make_schedule(plan, memory_limit=None, cost_model=past).steps
     (near_step,) = make_schedule(plan, memory_limit=None, cost_model=within).steps
     assert far_step.kernel == "einsum" and near_step.kernel == "matmul"
     # with einsum charged the matmul factors' streaming price the margin is not reached
-    old = replace(past, ns_per_einsum_streamed_element=past.ns_per_streamed_element)
+    old = past.with_prices(ns_per_einsum_streamed_element=past.profile.ns_per_streamed_element)
     (old_step,) = make_schedule(plan, memory_limit=None, cost_model=old).steps
     assert old_step.kernel == "matmul"
 
@@ -346,12 +338,12 @@ def test_equal_priced_layouts_prefer_the_gather_that_stays_in_tiles():
     # with i moved past b (a local transpose), prices the same; the local one wins the tie
     # and the result comes out as 'kbw' (returned as a transposed view).
     extents = {0: 36, 1: 24, 2: 512, 3: 6}
-    model = replace(MODEL, gather_window=4096, hard_gather_gain=0.0)
+    model = MODEL.with_prices(gather_window=4096, hard_gather_gain=0.0)
     layout = best_matmul_layout((0, 1), (2, 1, 3), set(), {1}, extents, (0, 2, 3), model)
     assert layout.swap and layout.left.copy and layout.left.free == (2, 3)
     assert not layout.right.copy and layout.right.transposed
     plain = best_matmul_layout((0, 1), (2, 1, 3), set(), {1}, extents, (0, 2, 3),
-                               replace(model, gather_window=0))
+                               model.with_prices(gather_window=0))
     assert not plain.swap and plain.right.copy            # the output-order tie-break alone
     assert layout.cost == pytest.approx(plain.cost, rel=1e-4)   # the price does not move
     # and the call computes the same thing
@@ -361,18 +353,18 @@ def test_equal_priced_layouts_prefer_the_gather_that_stays_in_tiles():
 
 
 def test_a_gather_that_sweeps_again_costs_more_by_the_log_of_its_passes():
-    model = replace(MODEL, hard_gather_gain=0.25)
+    model = MODEL.with_prices(hard_gather_gain=0.25)
     flat = model.copy_ns(10_000)
     assert model.gather_ns(10_000, 1) == flat
     assert model.gather_ns(10_000, 64) == pytest.approx(flat * (1 + 0.25 * 6))
-    assert replace(model, hard_gather_gain=0.0).gather_ns(10_000, 64) == flat
+    assert model.with_prices(hard_gather_gain=0.0).gather_ns(10_000, 64) == flat
     # the step prices (lowering and blocking alike) read the same: gathering a (36, 24, 512)
     # operand into order (0, 2, 1) walks label 2 (stride 1) outside label 1 (stride 512),
     # whose span, 11,777 elements, is past the window: 512 passes, log2 = 9
     extents = {0: 36, 1: 24, 2: 512}
     factor = MatmulFactor(free=(0, 2), spread=(), copy=True, transposed=False)
     assert factor_order((), (1,), factor, True) == (0, 2, 1)
-    windowed = replace(model, gather_window=4096)
+    windowed = model.with_prices(gather_window=4096)
     size = 36 * 24 * 512
     assert size <= windowed.memory_elements()      # no memory term: the gather alone
     assert factor_read_ns((0, 1, 2), (), (1,), factor, True, extents, windowed) == pytest.approx(
@@ -384,8 +376,8 @@ def test_a_block_reads_its_slice_from_memory_when_its_operand_is_past_the_cache(
     # cut along i, each block's slice of the (2000 x 100) operand fits under the threshold, but
     # the operand does not, so every slice is streamed from memory.
     shapes = ((2000, 100), (100, 300), (300, 50))
-    far = replace(MODEL, memory_threshold=100_000)
-    near = replace(MODEL, memory_threshold=10**9)
+    far = MODEL.with_prices(memory_threshold=100_000)
+    near = MODEL.with_prices(memory_threshold=10**9)
     blocked = {name: schedule_labels(((0, 1), (1, 2), (2, 3)), (0, 3), shapes,
                                      optimize=((0, 1), (0, 1)), strategy="pairwise",
                                      memory_limit=60_000, cost_model=model)

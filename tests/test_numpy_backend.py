@@ -21,7 +21,7 @@ from contractions.backends.numpy_backend import (
     build_program,
     build_program_with,
 )
-from contractions.schedule import DIRECT_MAX_NAIVE_COST
+from contractions.model.numpy_prices import NUMPY_MODEL
 
 LETTERS = string.ascii_lowercase + string.ascii_uppercase
 STRATEGIES = ("direct", "pairwise")
@@ -199,7 +199,7 @@ def test_tiny_problem_takes_the_direct_path_and_large_one_does_not():
     inputs, output = parse_letters("ij,jk->ik")
     assert build_program(inputs, output, ((2, 3), (3, 4))).strategy == "direct"
     assert build_program(inputs, output, ((2, 3), (3, 4))).einsum == "ab,bc->ac"
-    side = int(round(DIRECT_MAX_NAIVE_COST ** (1 / 3))) + 2
+    side = int(round(NUMPY_MODEL.profile.direct_max_naive ** (1 / 3))) + 2
     assert build_program(inputs, output, ((side,) * 2,) * 2).strategy == "pairwise"
 
 

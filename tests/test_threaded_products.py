@@ -6,19 +6,17 @@ Expected values are computed by hand from the model's constants, not read back f
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from contractions.matmul_model import (
-    NS_PER_MAC,
-    NS_PER_MATMUL_CALL,
-    NS_PER_MATRIX_ELEMENT,
-    NUMPY_MODEL,
-    THREADED_PRODUCT_MACS,
-    blas_threads,
-    thread_speedup,
-)
+from contractions.model.host import blas_threads
+from contractions.model.numpy_prices import NumpyCostModel, thread_speedup
+from contractions.model.profile import Profile
+
+# the reference profile's prices, whatever the machine running the tests measured
+REFERENCE = Profile()
+NS_PER_MAC, NS_PER_MATMUL_CALL = REFERENCE.ns_per_mac, REFERENCE.ns_per_matmul_call
+NS_PER_MATRIX_ELEMENT, THREADED_PRODUCT_MACS = REFERENCE.ns_per_matrix_element, REFERENCE.threaded_product_macs
+MODEL = NumpyCostModel(REFERENCE)
 
 
 def _single_threaded(m: int, k: int, n: int) -> float:
@@ -38,17 +36,17 @@ def test_thread_speedup_follows_openblas_split(macs, threads, expected):
 
 
 def test_a_small_product_is_priced_single_threaded():
-    model = replace(NUMPY_MODEL, blas_threads=4)
+    model = MODEL.with_prices(blas_threads=4)
     assert model.matmul_ns(3, 64, 64, 64) == pytest.approx(3 * _single_threaded(64, 64, 64))
 
 
 def test_a_large_product_is_priced_on_the_threads_it_gets():
     m, k, n = 128, 64, 64   # 2**19 multiply-adds: two threads' worth
-    two = replace(NUMPY_MODEL, blas_threads=2)
-    one = replace(NUMPY_MODEL, blas_threads=1)
+    two = MODEL.with_prices(blas_threads=2)
+    one = MODEL.with_prices(blas_threads=1)
     assert one.matmul_ns(5, m, k, n) == pytest.approx(5 * _single_threaded(m, k, n))
     assert two.matmul_ns(5, m, k, n) == pytest.approx(5 * _single_threaded(m, k, n) / 1.5)
-    assert replace(two, thread_gain=0.0).matmul_ns(5, m, k, n) == one.matmul_ns(5, m, k, n)
+    assert two.with_prices(thread_gain=0.0).matmul_ns(5, m, k, n) == one.matmul_ns(5, m, k, n)
 
 
 @pytest.mark.parametrize("env,expected", [

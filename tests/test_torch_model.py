@@ -20,7 +20,7 @@ from contractions.backends import BackendOptions, torch_backend  # noqa: E402
 from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path, torch_route  # noqa: E402
 from contractions.testing.oracle import loop_contract  # noqa: E402
-from contractions.torch_model import TORCH_MODEL, TorchCostModel, torch_default_path  # noqa: E402
+from contractions.torch_model import TORCH_MODEL, torch_default_path  # noqa: E402
 
 from ._vocabulary import random_problem, vocabulary  # noqa: E402
 
@@ -77,7 +77,7 @@ def test_the_schedule_carries_the_torch_choice_and_the_backend_follows_it():
     assert torch_route(torch_schedule) == ("einsum", torch_schedule.path)
     assert torch_route(numpy_schedule) == ("steps", None)
     # a model whose dispatches cost nothing keeps the steps: the choice is the model's
-    free = TorchCostModel(ns_per_op=0.0, ns_per_einsum_call=1e9)
+    free = TORCH_MODEL.with_prices(torch_ns_per_op=0.0, torch_ns_per_einsum_call=1e9)
     assert make_schedule(make_plan("BHqd,BHkd->BHqk", ((2, 2, 64, 32), (2, 2, 64, 32)), ()),
                          cost_model=free).strategy == "pairwise"
     # the api plans torch calls with the registry's model
@@ -122,8 +122,8 @@ def test_the_constants_decide():
     make them dear pick one einsum call."""
     schedule = make_schedule(make_plan("WCa,Caib,WCi->WCb", ((64, 8, 32), (8, 32, 32, 32), (64, 8, 32)), ()))
     assert schedule.strategy == "pairwise"
-    cheap_ops = TorchCostModel(ns_per_op=0.0, ns_per_einsum_call=1e9)
-    dear_ops = TorchCostModel(ns_per_op=1e9, ns_per_einsum_call=0.0)
+    cheap_ops = TORCH_MODEL.with_prices(torch_ns_per_op=0.0, torch_ns_per_einsum_call=1e9)
+    dear_ops = TORCH_MODEL.with_prices(torch_ns_per_op=1e9, torch_ns_per_einsum_call=0.0)
     assert cheap_ops.choose(schedule)[0] == "steps"
     assert dear_ops.choose(schedule)[0] == "einsum"
     assert hash(cheap_ops) != hash(dear_ops) and hash(replace(TORCH_MODEL)) == hash(TORCH_MODEL)

@@ -1,6 +1,7 @@
 """Typed results: a downstream file type-checked with mypy sees the operands' array type come back.
 
-`contract` and `ContractExpression.__call__` are overloaded: numpy operands give ``NDArray[Any]``,
+`contract` and `ContractExpression.__call__` are overloaded: numpy operands give ``NDArray[Any]``
+(annotated ``np.ndarray`` or ``NDArray[np.float64]``, or inferred), `explain` a ``str``,
 operands of one other library (JAX, torch, dask) their own array type, a mix an array protocol,
 lists and Python scalars ``Any``. The test writes a small downstream module,
 runs mypy on it in a subprocess (as a user's CI would) and compares every ``reveal_type``.
@@ -26,12 +27,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 NUMPY_ARRAY = "numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]]"
+# The three ways numerical code holds numpy operands: annotated with the bare class (its shape
+# and dtype Any), annotated NDArray[np.float64], and inferred from np.ones (shape-typed).
+NUMPY_OPERANDS = {
+    "annotated np.ndarray": ["x: np.ndarray = np.ones((2, 3))", "y: np.ndarray = np.ones((3, 4))"],
+    "annotated NDArray[np.float64]": ["x: NDArray[np.float64] = np.ones((2, 3))",
+                                      "y: NDArray[np.float64] = np.ones((3, 4))"],
+    "inferred": ["x = np.ones((2, 3))", "y = np.ones((3, 4))"],
+}
 # (library, import lines, [(expression, revealed type)]); `p`, `q` are (2, 3) and (3, 4) arrays.
 CASES = [
+    *[(f"numpy, {how}", ["import numpy as np", "from numpy.typing import NDArray", *setup], [
+        ("contract('Wa,ab->Wb', x, y)", NUMPY_ARRAY),
+        ("contract('Wa,ab->Wb', x, y, optimize='greedy', memory_limit='1MB', len_W=1)", NUMPY_ARRAY),
+        ("contract_expression('Wa,ab->Wb', (2, 3), (3, 4))(x, y)", NUMPY_ARRAY),
+        ("contract_expression('Wa,ab->Wb', x.shape, y.shape)(x, y, out=np.empty((2, 4)))", NUMPY_ARRAY),
+        ("explain('Wa,ab->Wb', x, y)", "str"),
+        ("explain('Wa,ab->Wb', x.shape, y.shape, optimize='greedy')", "str"),
+    ]) for how, setup in NUMPY_OPERANDS.items()],
     ("numpy", ["import numpy as np", "p = np.ones((2, 3))", "q = np.ones((3, 4))"], [
-        ("contract('Wa,ab->Wb', p, q)", NUMPY_ARRAY),
-        ("contract('Wa,ab->Wb', p, q, optimize='greedy', memory_limit='1MB', len_W=1)", NUMPY_ARRAY),
-        ("contract_expression('Wa,ab->Wb', (2, 3), (3, 4))(p, q)", NUMPY_ARRAY),
         ("contract('i,i->', [1.0, 2.0], [3.0, 4.0])", "Any"),   # lists: no array type to return
         ("contract(',->', np.float64(2.0), np.float32(3.0))", NUMPY_ARRAY),  # a 0-d array at run time
     ]),
@@ -67,14 +81,15 @@ def _installed_from_this_checkout() -> bool:
 
 def _downstream() -> tuple[str, dict[int, str | None], list[str]]:
     """The module's source, {line: expected revealed type}, and the libraries left out."""
-    lines = ["from contractions import contract, contract_expression", ""]
+    lines = ["from contractions import contract, contract_expression, explain", ""]
     expected: dict[int, str | None] = {}
     absent = []
-    for library, setup, reveals in CASES:
+    for k, (case, setup, reveals) in enumerate(CASES):
+        library = case.split(",")[0]
         if importlib.util.find_spec(library) is None:
             absent.append(library)
             continue
-        lines.append(f"def check_{library}() -> None:")
+        lines.append(f"def check_{k}_{library}() -> None:  # {case}")
         lines.extend(f"    {line}" for line in setup)
         for expression, revealed in reveals:
             lines.append(f"    reveal_type({expression})")
@@ -110,7 +125,8 @@ def test_downstream_code_sees_the_operands_array_type(tmp_path: Path) -> None:
         if want is not None:
             assert revealed[line] == want, f"downstream.py:{line}: {revealed[line]} != {want}\n{source}"
     if absent:
-        pytest.skip(f"checked {sorted(set(c[0] for c in CASES) - set(absent))}; not installed: {absent}")
+        checked = sorted({c[0].split(",")[0] for c in CASES} - set(absent))
+        pytest.skip(f"checked {checked}; not installed: {absent}")
 
 
 def test_editable_install_is_a_plain_path_that_static_tools_follow(tmp_path: Path) -> None:

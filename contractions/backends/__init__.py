@@ -61,7 +61,7 @@ class Backend:
     without einsum steps, every step a matmul or a multiply), ``plans_own_path`` (True: with
     the default ``optimize`` the framework chooses the pairwise order itself and ``compile`` is
     called with ``schedule=None``; JAX, whose jitted programs XLA runs fastest that way),
-    ``cost_model`` (the `matmul_model.CostModel` its schedules are planned with; None: numpy's.
+    ``cost_model`` (the `model.protocol.CostModel` its schedules are planned with; None: numpy's.
     torch: `torch_model.TORCH_MODEL`, which also decides whether a schedule runs as its steps
     or as one einsum call along a path; CuPy and torch on CUDA: `gpu_model`'s GPU models).
     ``variant(operand)``: the entry that runs a call whose first operand of this backend is

@@ -113,9 +113,10 @@ def out_type() -> type:
     return _cupy().ndarray  # type: ignore[no-any-return]
 
 
-def write_out(out: Any, result: Any) -> None:
-    """Write the result into the caller's ``out=`` (checked before any arithmetic)."""
-    _cupy().copyto(out, result, casting="safe")
+def write_out(out: Any, result: Any, casting: str = "safe") -> None:
+    """Write the result into the caller's ``out=`` (checked before any arithmetic) under the
+    ``casting`` rule it was checked with."""
+    _cupy().copyto(out, result, casting=casting)
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:

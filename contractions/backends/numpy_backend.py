@@ -1,7 +1,7 @@
 """The numpy backend: compile a schedule into numpy calls (BLAS matmul, einsum's C loop).
 
 All planning happened upstream (``contractions.schedule``: paths, layouts, the direct/pairwise
-choice; ``contractions.matmul_model``: the time model).  This module supplies the numpy
+choice; ``contractions.model``: the time model and its prices).  This module supplies the numpy
 `ArrayOps` and the backend interface ``compile``/``describe``.  ``build_program`` is the same
 pipeline on bare integer labels, for tests and benchmarks that bypass the grouped front end.
 

@@ -273,8 +273,9 @@ def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     ``torch.einsum`` along its path that the torch cost model chose for the schedule."""
     route, path = torch_route(schedule)
     if route == "einsum":
-        return [f"one torch.einsum {schedule.einsum!r} along the schedule's path (torch time model: "
-                f"{TORCH_MODEL.one_einsum_ns(schedule, path) / 1e3:.3g} us)"]
+        lines = [f"one torch.einsum {schedule.einsum!r} along the schedule's path (torch time model: "
+                 f"{TORCH_MODEL.one_einsum_ns(schedule, path) / 1e3:.3g} us)"]
+        return lines + ([f"priced by: {schedule.priced_by}"] if schedule.priced_by else [])
     return describe_schedule(schedule, plan.expansion.readable_symbol)
 
 

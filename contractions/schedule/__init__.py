@@ -15,24 +15,16 @@ be passed back as ``optimize=`` and is what the JAX backend hands to ``jnp.einsu
 
 >>> from contractions.plan import make_plan
 >>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
->>> s = make_schedule(plan)
+>>> from contractions.model import NumpyCostModel, Profile
+>>> s = make_schedule(plan, cost_model=NumpyCostModel(Profile()))   # at the built-in prices
 >>> s.strategy, s.path, [step.kernel for step in s.steps]
 ('pairwise', ((1, 2), (0, 1)), ['matmul', 'matmul'])
 """
 
-from ..matmul_model import (
-    DIRECT_FEW_LABELS,
-    DIRECT_MAX_NAIVE_COST,
-    DIRECT_MAX_NAIVE_COST_MANY_LABELS,
-    EINSUM_VECTOR_STEP_MAX_MACS,
-    NS_PER_BLOCK,
-    NS_PER_BLOCK_STEP,
-    NS_PER_EINSUM_MAC,
-    NUMPY_MODEL,
-    CostModel,
-)
+from ..model.numpy_prices import NUMPY_MODEL
+from ..model.protocol import CostModel
 from .blocking import MAX_BLOCKS, make_schedule, schedule_labels
-from .describe import ExplainedGroup, ExplainedStep, Explanation, explained_steps
+from .describe import ExplainedGroup, ExplainedStep, Explanation, FirstCall, explained_steps
 from .describe import describe_schedule as describe_schedule
 from .ir import CONVERTED, EINSUM_LETTERS, FORTRAN, STRIDED, Finish, Preparation, Schedule, Step, View
 from .ir import Blocking as Blocking
@@ -50,18 +42,12 @@ __all__ = [
     "NUMPY_MODEL",
     "STRIDED",
     "CostModel",
-    "DIRECT_FEW_LABELS",
-    "EINSUM_VECTOR_STEP_MAX_MACS",
-    "NS_PER_BLOCK",
-    "NS_PER_BLOCK_STEP",
-    "NS_PER_EINSUM_MAC",
-    "DIRECT_MAX_NAIVE_COST",
-    "DIRECT_MAX_NAIVE_COST_MANY_LABELS",
     "DIRECT_MAX_OPERANDS",
     "EINSUM_LETTERS",
     "ExplainedGroup",
     "ExplainedStep",
     "Explanation",
+    "FirstCall",
     "explained_steps",
     "Finish",
     "Preparation",

@@ -14,16 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import MemoryLimitError
-from ..matmul_model import (
-    CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT,
-    NUMPY_MODEL,
-    CostModel,
-    access_pattern,
-    einsum_step_ns,
-    factor_read_ns,
-    size_of,
-)
+from ..errors import ContractionError, MemoryLimitError
+from ..model.layout import factor_read_ns, profile_of
+from ..model.numpy_prices import NUMPY_MODEL, access_pattern, einsum_step_ns
+from ..model.protocol import CostModel, size_of
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
 from .lowering import _permutation, broadcast_step_ns, lower_candidates, reduce_ns
@@ -60,19 +54,48 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
     the plan's validated extents (label ``k`` has extent ``extents_by_label[k]``); without it
     they are read off the shapes.  ``layouts`` is `Schedule.layouts` (what the operands
     will cost to copy: strided, converted), None for C-contiguous operands of one dtype.
-    ``cost_model`` prices every choice (`matmul_model.CostModel`; numpy's by default).
+    ``cost_model`` prices every choice (`model.protocol.CostModel`; numpy's by default).
 
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4))).strategy
     'direct'
     >>> schedule_labels(((0, 1), (1, 2)), (0, 2), ((2, 3), (3, 4)), strategy='pairwise').path
     ((0, 1),)
     """
+    if strategy is None and _nothing_to_multiply(shapes, extents_by_label):
+        return _trivial(inputs, output, shapes, optimize, use_einsum, memory_limit, extents_by_label,
+                        layouts, cost_model)
     options = lower_candidates(inputs, output, shapes, optimize, strategy, use_einsum, extents_by_label,
                                layouts, cost_model)
     limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
     if options[0].strategy == "direct":
         return replace(options[0], memory_limit=limit)
     return _within_limit(options, limit, use_einsum, strict=memory_limit != "default", model=cost_model)
+
+
+def _nothing_to_multiply(shapes: tuple[Shape, ...], extents_by_label: tuple[int, ...] | None) -> bool:
+    """Is the call trivial: an extent of 0 (its result is all zeros, maybe empty) or every
+    operand 0-d or of one element (so is the result)?"""
+    extents = extents_by_label if extents_by_label is not None else tuple(n for s in shapes for n in s)
+    return 0 in extents or all(n == 1 for n in extents)
+
+
+def _trivial(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...], optimize: Any,
+             use_einsum: bool, memory_limit: Any, extents_by_label: tuple[int, ...] | None,
+             layouts: tuple[int, ...] | None, cost_model: CostModel) -> Schedule:
+    """A trivial call (`_nothing_to_multiply`) as one einsum call, which allocates nothing
+    beyond its result, so any ``memory_limit`` holds without blocks (the path stays the
+    asked one where it is explicit, else the left-to-right one: see `paths.trivial_path`).
+    Where one einsum call cannot run it (a library without einsum, more axes or operands than
+    one call takes), the pairwise schedule runs unblocked: no search for blocks, whose sizes
+    mean nothing on an empty extent."""
+    try:
+        options = lower_candidates(inputs, output, shapes, optimize, "direct" if use_einsum else "pairwise",
+                                   use_einsum, extents_by_label, layouts, cost_model)
+    except ContractionError:
+        options = lower_candidates(inputs, output, shapes, optimize, "pairwise", use_einsum,
+                                   extents_by_label, layouts, cost_model)
+    limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
+    return replace(min(options, key=lambda o: o.cost_ns), memory_limit=limit)
 
 
 def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
@@ -456,26 +479,33 @@ def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     schedule = schedule_labels(exp.inputs, exp.output, plan.shapes, optimize,
                                use_einsum=use_einsum, memory_limit=memory_limit,
                                extents_by_label=plan.extents, layouts=layouts, cost_model=cost_model)
-    # The model may price the steps against one einsum call along a path (torch: one C++ call
-    # instead of a Python dispatch per operation); the schedule then says to run that call.
-    if schedule.strategy == "pairwise" and schedule.blocking is None and schedule.einsum is not None:
-        path = cost_model.one_einsum_path(schedule, optimize)
-        if path is not None:
-            return replace(schedule, strategy="direct", preparations=(), steps=(), path=path,
-                           finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
+    one_call = as_one_einsum(schedule, optimize, cost_model)
+    if one_call is not schedule:
+        return one_call
     if optimize != "auto":
         return schedule   # an explicit path or optimizer: run it as asked
     # Here, not in `schedule_labels`: the blocks' own schedules come from there, unblocked.
     return _cache_blocked(schedule, use_einsum, cost_model)
 
 
+def as_one_einsum(schedule: Schedule, optimize: Any, cost_model: CostModel) -> Schedule:
+    """``schedule`` as one einsum call along its path where the model prices that call below
+    the steps (torch: one C++ call instead of a Python dispatch per operation); else itself."""
+    if schedule.strategy == "pairwise" and schedule.blocking is None and schedule.einsum is not None:
+        path = cost_model.one_einsum_path(schedule, optimize)
+        if path is not None:
+            return replace(schedule, strategy="direct", preparations=(), steps=(), path=path,
+                           finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
+    return schedule
+
+
 def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Schedule:
     """``schedule`` in cache-sized blocks where it is a bandwidth-bound chain whose
-    intermediates outgrow the cache (`matmul_model.CACHE_BLOCK_ELEMENTS`); else unchanged.
+    intermediates outgrow the cache (`CostModel.cache_block_elements`); else unchanged.
     Only under a memory bound: ``memory_limit=None`` means one unblocked run (and is what
     backends that cannot run blocks get).
 
-    Bandwidth-bound: at most `CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT` FLOPs per element its steps
+    Bandwidth-bound: at most the profile's ``cache_block_max_flops_per_element`` FLOPs per element its steps
     read or write, and an intermediate at least half the largest operand.  Kept only when
     the blocks cost at most `CACHE_BLOCK_OVERHEAD` of the modelled time (the model prices the
     per-block work, not the cache it saves).
@@ -490,7 +520,7 @@ def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Sc
     moved = sum(size_of(step.x_labels, ext) + size_of(step.y_labels, ext) + step.result_size
                 for step in steps)
     if largest <= 2 * cache or sum(step.flops for step in steps) > (
-            CACHE_BLOCK_MAX_FLOPS_PER_ELEMENT * moved):
+            profile_of(model).cache_block_max_flops_per_element * moved):
         return schedule
     if 2 * largest < max(math.prod(shape) for shape in schedule.shapes):
         # the traffic is reading an operand, not an intermediate: nothing for a cache to keep

@@ -87,8 +87,16 @@ def describe_schedule(schedule: Schedule, name: Callable[[int], str] = str) -> l
     """Lines describing a schedule: the strategy, preparation, each step, the finish.
 
     ``name`` spells a label (``explain`` passes the expansion's symbols).  These are the lines
-    ``explain`` prints; tests compare them with the steps that actually run.
+    ``explain`` prints; tests compare them with the steps that actually run.  The last names
+    the profile that priced the schedule (`Schedule.priced_by`), when it says.
     """
+    lines = _schedule_lines(schedule, name)
+    if schedule.priced_by:
+        lines.append(f"priced by: {schedule.priced_by}")
+    return lines
+
+
+def _schedule_lines(schedule: Schedule, name: Callable[[int], str]) -> list[str]:
     def labels(ls: Sequence[int]) -> str:
         return "".join(name(lab) for lab in ls) or "-"
 
@@ -165,6 +173,11 @@ class Explanation:
     (elements alive at once beyond operands and result) against ``memory_limit`` (None: no
     limit) and, pairwise, ``cost_ns`` (the time model's total: ``time_model`` names it, numpy's
     or the GPU's); else these are None.
+    ``first_call`` says how `contract` plans a first call of these shapes with the default
+    ``optimize='auto'`` (`schedule.tiers`): its ``tier`` (``'full'``: the schedule above), and
+    for a cheaper tier its own path, modelled time and the call of this shape on which the full
+    search (the schedule above) takes over; None where no tiers apply (an explicit
+    ``optimize=``, a framework's own path, one einsum call: nothing to search).
     """
 
     subscripts: str
@@ -188,6 +201,7 @@ class Explanation:
     peak_extra: int | None = None
     memory_limit: int | None = None
     cost_ns: float | None = None
+    first_call: FirstCall | None = None
     time_model: str = "numpy"
 
     @property
@@ -235,4 +249,29 @@ class Explanation:
             lines.append("peak extra      planned by the framework")
         if self.cost_ns is not None:
             lines.append(f"modelled time   {self.cost_ns / 1e3:.3g} us ({self.time_model} time model)")
+        if self.first_call is not None:
+            lines.append(f"first call      {self.first_call}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FirstCall:
+    """How a first call of a shape is planned (`Explanation.first_call`): the ``tier``, the full
+    search's predicted cost ``search_ns``, and for a cheaper tier its ``path``, its modelled
+    ``cost_ns`` and ``upgrade_after`` (the call of this shape that runs the full search)."""
+
+    tier: str
+    search_ns: float
+    path: tuple[tuple[int, ...], ...] = ()
+    cost_ns: float = 0.0
+    upgrade_after: int = 0
+
+    def __str__(self) -> str:
+        search = f"{self.search_ns / 1e6:.2g} ms"
+        if self.tier == "full":
+            return f"full search (the schedule above; its predicted {search} is paid at once)"
+        how = ("the decisions of a schedule planned at other extents" if self.tier == "reuse"
+               else "the path of fewest FLOPs alone")
+        return (f"{self.tier} tier ({how}): path {[tuple(p) for p in self.path]}, modelled "
+                f"{self.cost_ns / 1e3:.3g} us; the full search (the schedule above, predicted "
+                f"{search}) takes over on call {self.upgrade_after} of this shape")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..matmul_model import MatmulLayout
+from ..model.layout import MatmulLayout
 
 Labels = tuple[int, ...]
 
@@ -170,6 +170,8 @@ class Schedule:
     every operand C-contiguous and of the computation's dtype; else bit `STRIDED`: neither C-
     nor Fortran-contiguous, so a BLAS step copies it; bit `FORTRAN`: Fortran-ordered, read as
     its transpose; bit `CONVERTED`: converted to the computation's dtype, a copy).
+    ``priced_by`` names the prices' source (the cost model's ``priced_by``: a profile file or the
+    built-in defaults; '' when the model does not say), which ``explain`` prints.
     """
 
     inputs: tuple[Labels, ...]
@@ -191,6 +193,7 @@ class Schedule:
     memory_limit: int | None = None
     blocking: Blocking | None = None
     layouts: tuple[int, ...] | None = None
+    priced_by: str = field(default="", compare=False)
 
 
 #: Bits of `Schedule.layouts`: the operand is not C-contiguous (nor Fortran-ordered: a BLAS

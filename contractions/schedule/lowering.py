@@ -11,16 +11,9 @@ from typing import Any
 from opt_einsum.helpers import flop_count as _flop_count
 
 from ..errors import ContractionError
-from ..matmul_model import (
-    LAYOUT_MEMORY_WORTH,
-    NUMPY_MODEL,
-    CostModel,
-    MatmulLayout,
-    best_matmul_layout,
-    direct_ns,
-    einsum_step_ns,
-    size_of,
-)
+from ..model.layout import MatmulLayout, best_matmul_layout, profile_of
+from ..model.numpy_prices import NUMPY_MODEL, direct_ns, einsum_step_ns
+from ..model.protocol import CostModel, size_of
 from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
 from .memory import _peak_extra
 from .paths import _candidate_paths, _find_path, _optimizer_name
@@ -273,10 +266,11 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # margin; a gather of such an operand measured 2-3x its price, so never for one).
         # A large one past the caches goes to einsum, which streams it, only by that margin
         # too (stacked (1 x k) @ (k x n) products read such an operand at 2x einsum's time).
+        worth = profile_of(model).layout_memory_worth
         if einsum_first:
-            use = needs_copy or not (far and matmul_ns * LAYOUT_MEMORY_WORTH < einsum_ns)
+            use = needs_copy or not (far and matmul_ns * worth < einsum_ns)
         else:
-            use = einsum_ns * LAYOUT_MEMORY_WORTH < matmul_ns
+            use = einsum_ns * worth < matmul_ns
         if use:
             subscripts = _einsum_string((lx, ly), order)
             assert subscripts is not None
@@ -349,7 +343,7 @@ def _extents_of(inputs: Sequence[Labels], shapes: Sequence[Shape]) -> dict[int, 
 def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
             output_shape: Shape, extents: dict[int, int], einsum: str,
             path: tuple[tuple[int, ...], ...], naive: int, optimizer: str,
-            model: CostModel = NUMPY_MODEL) -> Schedule:
+            model: CostModel = NUMPY_MODEL, follow: Schedule | None = None) -> Schedule:
     summed = {lab for term in inputs for lab in term} - set(output)
     # einsum returns a view for a pure transpose/diagonal of one operand: copy it then.
     finish = Finish(permutation=None, shape=output_shape, reshape=False,
@@ -357,7 +351,16 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
     return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
                     extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
                     optimizer=optimizer, flops=naive, naive_flops=naive,
-                    peak_extra=0, cost_ns=direct_ns(inputs, output, extents, model) + model.call_ns(1))
+                    peak_extra=0, cost_ns=(_scaled(follow.cost_ns, naive, follow.naive_flops)
+                                           if follow is not None else
+                                           direct_ns(inputs, output, extents, model) + model.call_ns(1)),
+                    priced_by=getattr(model, "priced_by", ""))
+
+
+def _scaled(cost_ns: float, flops: int, template_flops: int) -> float:
+    """A followed schedule's or step's price: its template's, scaled by their FLOPs (the reuse
+    tier prices nothing: the model's prices cost more than the arithmetic of a small call)."""
+    return cost_ns * flops / template_flops if template_flops else cost_ns
 
 
 def _preparations(inputs: tuple[Labels, ...], shapes: tuple[Shape, ...],
@@ -392,12 +395,11 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
             final = final_order if not rest else None
             # Candidate paths share most of their steps: price each distinct one once.
             key = (current[i], current[j], frozenset(keep), final)
-            found = memo.get(key) if memo is not None else None
-            if found is None:
-                found = _step((i, j), current[i], current[j], keep, extents, final, use_einsum,
-                              model)
-                if memo is not None:
-                    memo[key] = found
+            memoised = memo.get(key) if memo is not None else None
+            found = memoised or _step((i, j), current[i], current[j], keep, extents, final,
+                                      use_einsum, model)
+            if memo is not None:
+                memo[key] = found
             step = found if found.operands == (i, j) else replace(found, operands=(i, j))
             steps.append(step)
             current = rest + [step.result]
@@ -428,7 +430,7 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
         strategy="pairwise", einsum=einsum, preparations=tuple(preps), steps=tuple(steps),
         path=path, finish=finish, optimizer=optimizer, flops=flops,
         naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps) + model.call_ns(len(steps)),
-        layouts=layouts)
+        layouts=layouts, priced_by=getattr(model, "priced_by", ""))
     return replace(schedule, peak_extra=_peak_extra(schedule))
 
 
@@ -436,9 +438,17 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                      optimize: Any = "auto", strategy: str | None = None, use_einsum: bool = True,
                      extents_by_label: tuple[int, ...] | None = None,
                      layouts: tuple[int, ...] | None = None,
-                     cost_model: CostModel = NUMPY_MODEL) -> list[Schedule]:
+                     cost_model: CostModel = NUMPY_MODEL, tier: str = "full",
+                     follow: Sequence[Schedule] = ()) -> list[Schedule]:
     """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
     one direct schedule, or one pairwise schedule per candidate path.
+
+    ``tier`` says how much of the search a default ``optimize='auto'`` runs (`schedule.tiers`):
+    ``'full'`` prices every candidate path, ``'quick'`` only the one of fewest FLOPs, and
+    ``'reuse'`` takes the schedule of ``follow`` (schedules of the same labels at other
+    extents and of the same structure: labels, axes of extent 1, layouts) whose strategy these
+    extents take, with its path and its steps' decisions (`reextent`; an empty list where none
+    has that strategy).
 
     >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
     ...                                   strategy='pairwise')][:2]
@@ -472,15 +482,29 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                 f"a single einsum call takes at most {DIRECT_MAX_OPERANDS} operands here; this "
                 f"contraction has {len(inputs)}: use a pairwise optimize= (the default 'auto')")
         path_by = "auto" if optimize == "direct" else optimize  # what JAX is handed
+        known = [f for f in follow if f.strategy == "direct"] if tier == "reuse" else []
+        if known and optimize == "auto":
+            # a structure's one einsum call: its path is only what explain and JAX read
+            return [_direct(inputs, output, shapes, output_shape, extents, einsum, known[0].path,
+                            naive, "auto", cost_model, known[0])]
+        if tier == "reuse":
+            return []
         path = _find_path(path_by, list(inputs), output, extents)
         return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                         _optimizer_name(optimize), cost_model)]
+    if optimize in ("auto", "direct") and tier == "reuse":
+        # (the structure fixes the preparations' labels: `schedule.tiers` keys on it)
+        known = [f for f in follow if f.strategy == "pairwise"]
+        return [reextent(known[0], shapes, extents, naive, cost_model)] if known else []
     final_order = tuple(lab for lab in output if extents[lab] != 1)
     if layouts is not None and not any(layouts):
         layouts = None
     preps = _preparations(inputs, shapes, final_order, layouts)
     terms = [p.labels for p in preps]
-    if optimize in ("auto", "direct"):
+    if optimize in ("auto", "direct") and tier == "quick":
+        paths = [_fewest_flops(terms, final_order, extents)]
+        name = "auto"
+    elif optimize in ("auto", "direct"):
         # Price every candidate order with the time model (FLOP-optimal ones included) and
         # keep the fastest modelled: FLOPs alone ignore copies, small-product BLAS speed and
         # the page faults of large fresh buffers.
@@ -492,3 +516,77 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
     memo: dict[Any, Step] = {}
     return [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
                       use_einsum, preps, layouts, cost_model, memo) for path in paths]
+
+
+def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, int], naive: int,
+             model: CostModel = NUMPY_MODEL) -> Schedule:
+    """``template``, an unblocked pairwise schedule, at other extents of the same structure (the
+    same labels and the same axes of extent 1): every decision kept (path, kernels, result
+    orders, matmul layouts, promoted labels), every shape and view computed for ``extents``,
+    FLOPs counted, prices scaled by FLOPs (`_scaled`: nothing is priced), the peak counted.
+
+    >>> from contractions.schedule import schedule_labels
+    >>> base = schedule_labels(((0, 1), (1, 2)), (0, 2), ((20, 30), (30, 40)), strategy='pairwise')
+    >>> other = reextent(base, ((5, 6), (6, 7)), {0: 5, 1: 6, 2: 7}, 5 * 6 * 7)
+    >>> other.output_shape, other.steps[0].result_shape, other.flops
+    ((5, 7), (5, 7), 420)
+    """
+    ext = extents.__getitem__
+    preps = tuple(
+        prep if prep.squeeze is None else replace(
+            prep, squeeze=tuple(n for n in (shape[::-1] if prep.transpose else shape) if n != 1))
+        for prep, shape in zip(template.preparations, shapes))
+    steps = []
+    for step in template.steps:
+        lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
+        ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
+        flops = _flop_count(tuple(dict.fromkeys(lx + ly)), bool(step.contract), 2, extents)
+        fields: dict[str, Any] = {}
+        if step.kernel == "matmul":
+            assert step.layout is not None
+            x_view, y_view, wide = _matmul_views(lx, ly, step.layout, extents)
+            fields = dict(x_view=x_view, y_view=y_view)
+            if step.reduce:
+                fields["wide_shape"] = tuple(map(ext, wide))
+        elif step.kernel == "multiply":
+            fields = dict(x_view=_in_order_view(lx, step.result, extents),
+                          y_view=_in_order_view(ly, step.result, extents))
+        elif step.x_view is not None:  # an outer product by einsum, its inputs made contiguous
+            fields = dict(x_view=_contiguous(lx, extents), y_view=_contiguous(ly, extents))
+        steps.append(replace(step, result_shape=tuple(map(ext, step.result)), flops=flops,
+                             cost_ns=_scaled(step.cost_ns, flops, step.flops), **fields))
+    output_shape = tuple(map(ext, template.output))
+    assert template.finish is not None
+    flops = sum(math.prod(map(ext, labels)) for prep, labels in zip(preps, template.inputs)
+                if prep.sum_axes) + sum(step.flops for step in steps)
+    overhead = template.cost_ns - sum(step.cost_ns for step in template.steps)
+    schedule = replace(
+        template, shapes=shapes, output_shape=output_shape, extents=extents, preparations=preps,
+        steps=tuple(steps), finish=replace(template.finish, shape=output_shape), flops=flops,
+        naive_flops=naive, cost_ns=overhead + sum(step.cost_ns for step in steps),
+        memory_limit=None)
+    return replace(schedule, peak_extra=_peak_extra(schedule))
+
+
+def _fewest_flops(terms: list[Labels], output: Labels,
+                  extents: dict[int, int]) -> tuple[tuple[int, ...], ...]:
+    """The candidate path of fewest FLOPs, counted without pricing any step: every pairwise
+    order up to four operands (the first of equal counts wins), opt_einsum's greedy path past
+    that (its auto/dp/cotengra searches cost more than a quick plan may spend)."""
+    if len(terms) > 4:
+        return _find_path("greedy", terms, output, extents)
+    if len(terms) <= 2:
+        return _candidate_paths(terms, output, extents)[0]
+    best, fewest = None, 0
+    for path in _candidate_paths(terms, output, extents):
+        current, total = list(terms), 0
+        for i, j in path:
+            rest = [t for k, t in enumerate(current) if k not in (i, j)]
+            keep = set(output).union(*rest)
+            both = tuple(dict.fromkeys(current[i] + current[j]))
+            total += _flop_count(both, any(lab not in keep for lab in both), 2, extents)
+            current = rest + [tuple(lab for lab in both if lab in keep)]
+        if best is None or total < fewest:
+            best, fewest = path, total
+    assert best is not None
+    return best

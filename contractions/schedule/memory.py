@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..matmul_model import size_of
+from ..model.protocol import size_of
 from ..plan import PLAN_CACHE_SIZE
 from .ir import CONVERTED, FORTRAN, STRIDED, Schedule, Shape
 
@@ -206,6 +206,8 @@ def scratch_sites(schedule: Schedule, min_elements: int) -> tuple[tuple[int, int
         if step.kernel == "matmul" and not step.reduce and k != last and size >= min_elements:
             candidates.append((size, (k, 2)))
             sizes[k, 2] = size
+    if not candidates:  # nothing large enough to keep (every small call): no simulation
+        return tuple(none for _ in schedule.steps)
     bound = peak(frozenset())
     chosen: dict[tuple[int, int], int] = {}
     for size, site in sorted(candidates, key=lambda c: (-c[0], c[1])):

@@ -88,9 +88,16 @@ def _find_path(optimize: Any, terms: list[Labels], output: Labels,
     if isinstance(optimize, tuple):
         return _checked_path(optimize, len(terms))
     size_dict = {label: extents[label] for term in terms for label in term}
+    if 0 in size_dict.values():
+        # An extent of 0 makes every order cost nothing (and the result all zeros): no search,
+        # whose cost arithmetic some optimizers cannot do on empty sizes ('dp' finds nothing).
+        return trivial_path(len(terms))
     if isinstance(optimize, str):
         name = "auto" if optimize == "direct" else optimize
-        found = _opt_paths.get_path_fn(name)([frozenset(t) for t in terms], frozenset(output), size_dict)
+        # (memory_limit=None, passed as opt_einsum passes it: a registered path function
+        # takes it positionally; the schedule honours memory_limit= itself)
+        found = _opt_paths.get_path_fn(name)([frozenset(t) for t in terms], frozenset(output), size_dict,
+                                             None)
     else:
         # A PathOptimizer (cotengra's among them) gets string indices, as from opt_einsum.
         sym = {label: _opt_symbol(label) for label in size_dict}
@@ -98,6 +105,15 @@ def _find_path(optimize: Any, terms: list[Labels], output: Labels,
                          tuple(sym[lab] for lab in output if lab in sym),
                          {sym[lab]: n for lab, n in size_dict.items()})
     return _checked_path(tuple(tuple(int(k) for k in step) for step in found), len(terms))
+
+
+def trivial_path(n: int) -> tuple[tuple[int, ...], ...]:
+    """The left-to-right path of ``n`` operands, in opt_einsum's form.
+
+    >>> trivial_path(3)
+    ((0, 1), (0, 1))
+    """
+    return ((0,),) if n == 1 else ((0, 1),) * (n - 1)
 
 
 def _opt_symbol(label: int) -> str:

@@ -1,0 +1,327 @@
+"""``contractions calibrate``: measure this machine's prices and write them as a profile.
+
+Each measurement times small numpy programs (the best of a few short batches: a shared machine
+only ever adds time) and fits the prices of `contractions.model.profile.Profile` that explain
+them, by least squares on relative error, as the development machine's prices were fitted:
+
+* BLAS products: stacks of ``calls`` (m x k) @ (k x n) products, in cache, into ``out=``:
+  ``ns_per_matmul_call``, ``ns_per_mac``, ``ns_per_matrix_element`` (and the fixed cost of one
+  ``np.matmul`` call, fitted apart so it does not leak into them); the same stacks with a
+  column-major right factor: ``ns_per_batched_right_transpose_element``;
+* large products, split over the BLAS threads in effect: ``thread_gain``;
+* writes into fresh pages against the same writes into warm ones: ``ns_per_fresh_element``;
+  gathers of a transposed view, plus that first touch: ``ns_per_copied_element`` (a copied
+  element's price holds its fresh page, as the model assumes);
+* reading an operand past the caches (full run only, where the last-level cache allows it):
+  ``ns_per_streamed_element``;
+* numpy's einsum loop, contiguous and strided: ``ns_per_einsum_mac``, ``ns_per_strided_einsum_mac``;
+* compiled programs of one to four steps on tiny operands: ``ns_per_step`` and, with
+  ``contract``'s cached lookup (a tiny call against its compiled program), ``ns_per_call``;
+* the cache sizes and BLAS thread count, read from the OS (`contractions.model.host`).
+
+A price whose fit comes out negative or not finite (a noisy machine) keeps the built-in
+default, and says so.  The rest keep the built-in defaults: measured once, on the development
+machine, by the scripts in ``bench/`` named beside them in the profile module.
+
+>>> profile = calibrate(TINY, log=lambda line: None)
+>>> profile.ns_per_mac > 0 and profile.machine.threads >= 1
+True
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .model.host import this_machine
+from .model.numpy_prices import NumpyCostModel
+from .model.profile import Profile, builtin_profile
+
+__all__ = ["FULL", "QUICK", "TINY", "Budget", "best_seconds", "calibrate", "fit_relative", "fit_torch_prices"]
+
+#: Every array of a stack together (float64 elements): within two L2 caches of most machines,
+#: so the products run from cache (past it the memory prices take over).
+IN_CACHE_ELEMENTS = 1 << 19
+MAX_DIM = 400
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much to measure: matmul ``stacks`` (timed ``passes`` times in shuffled order), each
+    timing the best of ``repeats`` batches of about ``batch_seconds``; gathers of
+    ``2**copy_powers`` elements; ``threaded`` large products; ``streaming``: time a read past
+    the last-level cache."""
+
+    stacks: int
+    passes: int
+    repeats: int
+    batch_seconds: float
+    copy_powers: tuple[int, ...]
+    threaded: int
+    streaming: bool
+
+
+#: ``contractions calibrate --quick``: under a minute on 2 cores.
+QUICK = Budget(stacks=200, passes=2, repeats=3, batch_seconds=0.003, copy_powers=(14, 16, 18, 20, 22),
+               threaded=8, streaming=False)
+#: ``contractions calibrate``: a few minutes.
+FULL = Budget(stacks=700, passes=3, repeats=5, batch_seconds=0.004, copy_powers=tuple(range(14, 23)),
+              threaded=8, streaming=True)
+#: For tests: seconds, and noisy.
+TINY = Budget(stacks=12, passes=1, repeats=1, batch_seconds=0.0005, copy_powers=(14, 16),
+              threaded=2, streaming=False)
+
+
+def best_seconds(func: Callable[[], object], batch_seconds: float = 0.002, repeats: int = 3,
+                 max_number: int = 10_000) -> float:
+    """Best per-call time over ``repeats`` batches of about ``batch_seconds`` (the least
+    disturbed sample)."""
+    func()
+    start = time.perf_counter()
+    func()
+    one = max(time.perf_counter() - start, 1e-7)
+    number = max(1, min(max_number, int(batch_seconds / one)))
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            func()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def fit_relative(features: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Coefficients (ns) minimising the sum of squared relative errors of ``features @ c``
+    against ``seconds``."""
+    ns = np.asarray(seconds, dtype=float) * 1e9
+    weighted = np.asarray(features, dtype=float) / ns[:, None]
+    coefficients, *_ = np.linalg.lstsq(weighted, np.ones_like(ns), rcond=None)
+    return coefficients
+
+
+def stack_grid(points: int, threaded_macs: int, seed: int = 0) -> list[tuple[int, int, int, int]]:
+    """(calls, m, k, n), log-uniform, in cache and single-threaded, without duplicates."""
+    rng = np.random.default_rng(seed)
+    grid: dict[tuple[int, int, int, int], None] = {}
+    tries = 0
+    while len(grid) < points and tries < 100 * points:
+        tries += 1
+        m, n = (int(round(math.exp(rng.uniform(0, math.log(MAX_DIM))))) for _ in range(2))
+        k = int(round(math.exp(rng.uniform(math.log(2), math.log(MAX_DIM)))))
+        calls = int(round(math.exp(rng.uniform(0, math.log(8192)))))
+        elements = m * k + k * n + m * n
+        if elements > IN_CACHE_ELEMENTS or m * k * n >= 2 * threaded_macs:
+            continue
+        calls = max(1, min(calls, IN_CACHE_ELEMENTS // elements, (1 << 25) // (m * k * n)))
+        grid[(calls, m, k, n)] = None
+    return list(grid)
+
+
+class _Run:
+    """One calibration: the budget, the progress log, the prices found so far."""
+
+    def __init__(self, budget: Budget, log: Callable[[str], None], base: Profile) -> None:
+        self.budget, self.log, self.base = budget, log, base
+        self.prices: dict[str, Any] = {}
+        self.rng = np.random.default_rng(1)
+
+    def time(self, func: Callable[[], object]) -> float:
+        return best_seconds(func, self.budget.batch_seconds, self.budget.repeats)
+
+    def keep(self, name: str, value: float) -> None:
+        """Adopt a fitted price, or keep the default where the fit is not usable."""
+        if math.isfinite(value) and value > 0:
+            self.prices[name] = float(value)
+        else:
+            self.log(f"    {name}: the fit gave {value:.3g}; kept the default "
+                     f"{getattr(self.base, name):g} (re-run on a quieter machine)")
+
+    # ----------------------------------------------------------------- the measurements
+    def products(self) -> None:
+        grid = stack_grid(self.budget.stacks, self.base.threaded_product_macs)
+        cases = []
+        for calls, m, k, n in grid:
+            a = self.rng.standard_normal((calls, m, k))
+            b = self.rng.standard_normal((calls, k, n))
+            bt = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)
+            if calls == 1:
+                a, b, bt = a[0], b[0], bt[0]
+            cases.append((a, b, bt, np.empty(np.matmul(a, b).shape)))
+        plain = np.full(len(grid), np.inf)
+        transposed = np.full(len(grid), np.nan)
+        for _ in range(self.budget.passes):
+            for index in self.rng.permutation(len(grid)):
+                a, b, bt, out = cases[index]
+                plain[index] = min(plain[index], self.time(functools.partial(np.matmul, a, b, out=out)))
+                if grid[index][0] > 1:
+                    t = self.time(functools.partial(np.matmul, a, bt, out=out))
+                    transposed[index] = t if math.isnan(transposed[index]) else min(transposed[index], t)
+        features = np.array([[1, c, c * m * k * n, c * (m * k + k * n + m * n)] for c, m, k, n in grid],
+                            dtype=float)
+        _, call, mac, element = fit_relative(features, plain)
+        self.keep("ns_per_matmul_call", call)
+        self.keep("ns_per_mac", mac)
+        self.keep("ns_per_matrix_element", element)
+        batched = ~np.isnan(transposed)
+        if batched.any():
+            result = np.array([c * m * n for c, m, _, n in grid], dtype=float)[batched]
+            t_plain, t_transposed = plain[batched] * 1e9, transposed[batched] * 1e9
+            x, d = result / t_transposed, (t_transposed - t_plain) / t_transposed
+            # a transposed right factor that costs nothing extra is a price of 0, not a failed fit
+            self.prices["ns_per_batched_right_transpose_element"] = max(
+                0.0, float(np.sum(x * d) / np.sum(x * x)))
+
+    def threads(self) -> None:
+        threads = self.base.blas_threads
+        if threads <= 1:
+            self.log("    one BLAS thread: thread_gain is not used, kept the default")
+            return
+        model = NumpyCostModel(replace(self.base, **self.prices, thread_gain=0.0))
+        gains = []
+        for side in (96, 128, 160, 192, 256, 320, 384, 512)[:self.budget.threaded]:
+            a, b = self.rng.standard_normal((side, side)), self.rng.standard_normal((side, side))
+            out = np.empty((side, side))
+            macs = side ** 3
+            used = min(threads, macs // self.base.threaded_product_macs)
+            if used < 2:
+                continue
+            seconds = self.time(functools.partial(np.matmul, a, b, out=out))
+            speedup = model.matmul_ns(1, side, side, side) / (seconds * 1e9)
+            gains.append((speedup - 1) / (used - 1))
+        if gains:
+            self.keep("thread_gain", float(np.median(gains)))
+
+    def copies(self) -> None:
+        # fresh pages: the same contiguous write into a new array and into a warm one; 40 MiB,
+        # past glibc's largest dynamic mmap threshold (32 MiB), so every new array is fresh pages
+        n = 5 << 20
+        source, warm = self.rng.standard_normal(n), np.empty(n)
+        fresh_s = self.time(source.copy)
+        warm_s = self.time(functools.partial(np.copyto, warm, source))
+        self.keep("ns_per_fresh_element", (fresh_s - warm_s) * 1e9 / n)
+        fresh = self.prices.get("ns_per_fresh_element", self.base.ns_per_fresh_element)
+        # a gather: a transposed 4-d view copied into a warm buffer, plus the first touch of the
+        # fresh buffer it makes in a schedule (the model's copy price holds both: its final
+        # step and a warm result take the fresh part back off)
+        elements, seconds = [], []
+        for power in self.budget.copy_powers:
+            side = round((1 << power) ** 0.25)
+            x = self.rng.standard_normal((side, side + 1, side, side + 2)).transpose(2, 0, 3, 1)
+            out = np.empty(x.shape)
+            elements.append(x.size)
+            seconds.append(self.time(functools.partial(np.copyto, out, x)))
+        (per,) = fit_relative(np.array(elements, dtype=float)[:, None], np.array(seconds))
+        self.keep("ns_per_copied_element", per + fresh)
+
+    def streaming(self) -> None:
+        threshold = self.base.memory_threshold
+        if not self.budget.streaming or threshold > (1 << 25):
+            self.log("    skipped (a quick run, or a last-level cache too large to outgrow cheaply)")
+            return
+        rows = 4 * threshold // 64
+        big = self.rng.standard_normal((rows, 64))
+        small = self.rng.standard_normal((max(1, threshold // 256), 64))
+        v = self.rng.standard_normal(64)
+        per_big = self.time(lambda: big @ v) * 1e9 / big.size
+        per_small = self.time(lambda: small @ v) * 1e9 / small.size
+        self.keep("ns_per_streamed_element", per_big - per_small)
+
+    def einsum_loop(self) -> None:
+        x, y = self.rng.standard_normal((4096, 16)), self.rng.standard_normal((4096, 16))
+        contiguous = self.time(lambda: np.einsum("bk,bk->b", x, y)) * 1e9 / x.size
+        self.keep("ns_per_einsum_mac", contiguous)
+        k, o = self.rng.standard_normal((64, 32)), self.rng.standard_normal((64, 32, 64))
+        strided = self.time(lambda: np.einsum("ki,oik->ko", k, o)) * 1e9 / o.size
+        self.keep("ns_per_strided_einsum_mac", strided)
+
+    def python_costs(self) -> None:
+        from .api import contract, contract_expression
+
+        # per step: compiled programs of 1-4 pairwise steps on 2 x 2 operands (the slope);
+        # per call: the programs' fixed part (their entry) and `contract`'s cached lookup (a tiny
+        # call against the same compiled program)
+        steps, seconds = [], []
+        for n in range(2, 6):
+            letters = "abcdef"[:n + 1]
+            subscripts = ",".join(letters[i:i + 2] for i in range(n)) + f"->{letters[0]}{letters[-1]}"
+            operands = [self.rng.standard_normal((2, 2)) for _ in range(n)]
+            program = contract_expression(subscripts, *[(2, 2)] * n, optimize=[(0, 1)] * (n - 1))
+            seconds.append(self.time(functools.partial(program, *operands)))
+            steps.append(n - 1)
+        entry, step = fit_relative(np.array([[1, s] for s in steps], dtype=float), np.array(seconds))
+        self.keep("ns_per_step", step)
+        x, y = self.rng.standard_normal((2, 2)), self.rng.standard_normal((2, 2))
+        program = contract_expression("ab,bc->ac", (2, 2), (2, 2))
+        lookup = self.time(lambda: contract("ab,bc->ac", x, y)) - self.time(lambda: program(x, y))
+        self.keep("ns_per_call", max(entry, 0.0) + lookup * 1e9)
+
+
+def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
+              base: Profile | None = None) -> Profile:
+    """Measure this machine's prices within ``budget`` and return them as a profile (built-in
+    defaults for what is not measured; this machine's caches and threads; stamped with the
+    machine and the time).  ``log`` receives one line per stage, for progress."""
+    machine = this_machine()
+    base = builtin_profile(machine) if base is None else base
+    run = _Run(budget, log, base)
+    stages = [("BLAS products in cache", run.products), ("threaded products", run.threads),
+              ("gathers and fresh pages", run.copies), ("reads past the caches", run.streaming),
+              ("numpy's einsum loop", run.einsum_loop), ("per-call and per-step Python", run.python_costs)]
+    log(f"calibrating on {machine}")
+    started = time.perf_counter()
+    for number, (what, stage) in enumerate(stages, 1):
+        begun = time.perf_counter()
+        log(f"[{number}/{len(stages)}] {what} ...")
+        stage()
+        log(f"    done in {time.perf_counter() - begun:.1f} s")
+    log(f"measured in {time.perf_counter() - started:.0f} s")
+    measured = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return replace(base, **run.prices, machine=machine, measured=measured, source="")
+
+
+def _nnls(a: np.ndarray, b: np.ndarray, rounds: int = 50) -> np.ndarray:
+    """Least squares with non-negative coefficients (active set; small problems only)."""
+    free = list(range(a.shape[1]))
+    coef = np.zeros(a.shape[1])
+    for _ in range(rounds):
+        sol = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+        if (sol >= 0).all():
+            coef[:] = 0
+            coef[free] = sol
+            return coef
+        free = [f for f, v in zip(free, sol) if v >= 0]
+    coef[:] = 0
+    coef[free] = np.clip(np.linalg.lstsq(a[:, free], b, rcond=None)[0], 0, None)
+    return coef
+
+
+def fit_torch_prices(rows: list[tuple[Any, float, float]], base: Profile) -> Profile:
+    """``base`` with its ``torch_*`` prices fitted to ``rows`` of (schedule, seconds of its
+    steps on torch, seconds of one torch.einsum along its path): non-negative least squares on
+    relative error over both routes (`TorchCostModel.steps_features`, ``einsum_features``: both
+    routes are linear in the prices).  ``bench/refit_torch_model.py`` measures the rows."""
+    from .torch_model import TorchCostModel
+
+    model = TorchCostModel(base)
+    design, target = [], []
+    for schedule, steps_s, einsum_s in rows:
+        ops, calls, copied, macs = model.steps_features(schedule)
+        design.append([ops, calls, 0.0, 0.0, macs, copied, 0.0])
+        target.append(steps_s * 1e9)
+        pairs, calls, pair_elements, macs = model.einsum_features(schedule)
+        design.append([0.0, calls, 1.0, pairs, macs, 0.0, pair_elements])
+        target.append(einsum_s * 1e9)
+    a, b = np.asarray(design), np.asarray(target)
+    coef = _nnls(a / b[:, None], np.ones_like(b))
+    copy = max(coef[5], 1e-6)
+    return replace(base, torch_ns_per_op=float(coef[0]), torch_ns_per_matmul_call=float(coef[1]),
+                   torch_ns_per_einsum_call=float(coef[2]), torch_ns_per_einsum_pair=float(coef[3]),
+                   torch_ns_per_mac=float(coef[4]), torch_ns_per_copied_element=float(coef[5]),
+                   torch_einsum_copy_share=float(min(coef[6] / copy, 4.0)))

@@ -1,0 +1,190 @@
+"""Planning that pays for itself: which tier plans a call, and when the full search runs.
+
+The full search (`make_schedule`) prices every candidate path with the time model: about a
+millisecond for three operands and several for four, for calls that often run in tens of
+microseconds.  A loop whose shapes change on every call (a tensor train of ragged ranks, a
+probe count that grows) would pay it on every call.  So a call of ``optimize='auto'`` (the
+default) is planned in the cheapest tier that is sound, and the full search runs once it pays
+for itself (dev/decisions.md, "Planning that pays for itself"):
+
+* ``'reuse'``: a schedule of the same structure (the same labels, the same extents of 1, the
+  same operand layouts) was planned before at other extents: its path and its steps'
+  decisions (kernels, result orders, matmul layouts, promoted labels) are taken as they are,
+  their views computed for the new extents and their prices scaled by FLOPs.  No search and
+  no pricing at all.
+* ``'quick'``: nothing to reuse: the candidate path of fewest FLOPs is lowered alone, each of
+  its steps searched as the full search would.
+* ``'full'``: every candidate priced, the memory limit met by another order or by blocks,
+  cache-sized blocks where they pay (`make_schedule`).
+
+The rule: the full search runs when its predicted cost (`search_ns`) is at most
+`SEARCH_FRACTION` of the time the shape's calls have run so far, this one included (by the
+model's ``cost_ns``).  A first call whose work is large enough is planned fully at once; a
+small one runs its cheap schedule, and the shape's ``upgrade_after``-th call runs the full
+search.  A direct schedule (one einsum call, chosen for small problems by every tier alike), a
+cheap schedule that would break the memory limit, a zero extent or an explicit ``optimize=``
+always go to the full search.
+
+>>> from contractions.plan import make_plan
+>>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
+>>> first_schedule(plan).tier in ('quick', 'full')
+True
+>>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 31), (2, 31, 50, 60), (40, 2, 50)), ())
+>>> first_schedule(plan).tier
+'reuse'
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..model.numpy_prices import NUMPY_MODEL
+from ..model.profile import active_profile
+from ..model.protocol import CostModel
+from ..plan import PLAN_CACHE_SIZE, Plan
+from .blocking import as_one_einsum, make_schedule
+from .ir import Schedule
+from .lowering import lower_candidates
+from .memory import _resolve_limit
+from .paths import normalise_optimize
+
+#: The full search runs once its predicted cost is at most this share of the predicted time
+#: the shape's calls have run, the call it plans included: planning costs at most a tenth
+#: of the running (so a large first call takes at most ~1.1x its warm call).
+SEARCH_FRACTION = 0.1
+
+
+
+@dataclass(frozen=True)
+class FirstPlan:
+    """The schedule a shape's first call runs, and when its full search will run.
+
+    ``tier`` is ``'full'``, ``'reuse'`` or ``'quick'``; ``search_ns`` the full search's
+    predicted cost (0 for one einsum call: nothing to search); ``upgrade_after`` the call of this shape (counting this one as 1) that runs
+    the full search, 0 when this schedule came from it.
+    """
+
+    schedule: Schedule
+    tier: str
+    search_ns: float
+    upgrade_after: int
+
+
+# The structures planned so far: a structure's key -> its strategy ('direct' or 'pairwise') ->
+# (its latest schedule of that strategy, the tier that made it).  A full search's schedule
+# replaces a cheaper tier's, never the other way round.  Bounded like the other caches keyed
+# on callers' strings: cleared when full.
+_TEMPLATES: dict[tuple[Any, ...], dict[str, tuple[Schedule, str]]] = {}
+_LOCK = threading.Lock()
+
+
+def _structure(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
+               cost_model: CostModel) -> tuple[Any, ...]:
+    exp = plan.expansion
+    # (which axes of which operands are 1: a label of extent 1 everywhere is dropped, an axis
+    # of 1 that broadcasts is squeezed away; either changes the decisions)
+    return (exp.inputs, exp.output, tuple(n == 1 for shape in plan.shapes for n in shape), layouts,
+            use_einsum, cost_model)
+
+
+def _remember(key: tuple[Any, ...], schedule: Schedule, tier: str) -> None:
+    if schedule.blocking is not None:
+        return  # a blocked schedule's decisions are its blocks': none to follow at other extents
+    with _LOCK:
+        known = _TEMPLATES.get(key)
+        if known is None:
+            if len(_TEMPLATES) >= PLAN_CACHE_SIZE:
+                _TEMPLATES.clear()
+            known = _TEMPLATES[key] = {}
+        if tier == "full" or known.get(schedule.strategy, (None, ""))[1] != "full":
+            known[schedule.strategy] = (schedule, tier)
+
+
+def clear_templates() -> None:
+    """Forget every structure planned so far (the next call of each plans afresh)."""
+    with _LOCK:
+        _TEMPLATES.clear()
+
+
+def search_ns(n_operands: int, model: CostModel = NUMPY_MODEL) -> float:
+    """The full search's predicted cost for ``n_operands`` operands: the model's profile's
+    ``search_*`` prices (`contractions.model.profile.Profile`), the active profile's for a model
+    without a profile.
+
+    >>> search_ns(4) > search_ns(3) > search_ns(2) > 0
+    True
+    """
+    prices = getattr(model, "profile", None) or active_profile()
+    fixed, step = prices.search_fixed_ns, prices.search_step_ns
+    if n_operands <= 1:
+        return fixed
+    if n_operands <= 4:
+        paths = math.prod(math.comb(k, 2) for k in range(2, n_operands + 1))
+        return fixed + step * paths * (n_operands - 1)
+    return fixed + prices.search_paths_ns + step * 4 * (n_operands - 1)
+
+
+def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_einsum: bool = True,
+                  layouts: tuple[int, ...] | None = None, cost_model: CostModel = NUMPY_MODEL) -> None:
+    """Keep a full search's ``schedule`` of ``plan`` as its structure's decisions for later
+    shapes (the ``'reuse'`` tier); called for what runs, never for a report."""
+    if layouts is not None and not any(layouts):
+        layouts = None
+    if normalise_optimize(optimize) == "auto":
+        _remember(_structure(plan, layouts, use_einsum, cost_model), schedule, "full")
+
+
+def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
+                   memory_limit: Any = None, layouts: tuple[int, ...] | None = None,
+                   cost_model: CostModel = NUMPY_MODEL, remember: bool = True) -> FirstPlan:
+    """The schedule of a shape's first call, from the cheapest sound tier (module docstring).
+
+    Arguments as for `make_schedule`; ``remember=False`` (a report: `explain`) leaves the
+    structures known so far as they are.
+    """
+    if layouts is not None and not any(layouts):
+        layouts = None
+    search = search_ns(len(plan.shapes), cost_model)
+
+    def full_schedule() -> Schedule:
+        schedule = make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=memory_limit,
+                                 layouts=layouts, cost_model=cost_model)
+        if remember:
+            remember_full(plan, schedule, optimize, use_einsum, layouts, cost_model)
+        return schedule
+
+    def full() -> FirstPlan:
+        return FirstPlan(full_schedule(), "full", search, 0)
+
+    if normalise_optimize(optimize) != "auto" or 0 in plan.extents:
+        return full()
+    key = _structure(plan, layouts, use_einsum, cost_model)
+    known = tuple(schedule for schedule, _ in _TEMPLATES.get(key, {}).values())
+    exp = plan.expansion
+    tier = "reuse" if known else "quick"
+    cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
+                             plan.extents, layouts, cost_model, tier=tier, follow=known)
+    if not cheap and tier == "reuse":  # none of this strategy, or it did not fit these labels
+        tier = "quick"
+        cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
+                                 plan.extents, layouts, cost_model, tier=tier)
+    schedule = cheap[0]
+    limit = _resolve_limit(memory_limit, plan.shapes, schedule.output_shape)
+    if schedule.strategy == "direct":
+        # one einsum call (a small problem): every tier plans it alike, nothing to search (its
+        # path, which only explain and JAX read, is the structure's where one was planned)
+        if remember and tier == "quick":
+            _remember(key, schedule, "full")
+        return FirstPlan(replace(schedule, memory_limit=limit), "full", 0.0, 0)
+    if limit is not None and schedule.peak_extra > limit:
+        return full()  # another order, or blocks: the full search's job
+    upgrade_after = math.ceil(search / (SEARCH_FRACTION * max(schedule.cost_ns, 1.0)))
+    if upgrade_after <= 1:
+        return full()
+    if tier == "quick" and remember:
+        _remember(key, schedule, tier)
+    return FirstPlan(as_one_einsum(replace(schedule, memory_limit=limit), "auto", cost_model), tier,
+                     search, upgrade_after)

@@ -1,0 +1,204 @@
+"""Profiles: the prices as one record, read from a file, chosen at import, named by ``explain``,
+and measured by ``contractions calibrate``.
+
+Every model here is built on a stated profile (the reference `Profile()` or one written by the
+test), never on the active one, so the tests hold whatever profile the machine running them has.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from contractions import cli
+from contractions.model import profile as profile_module
+from contractions.model.host import Machine
+from contractions.model.numpy_prices import NumpyCostModel
+from contractions.model.profile import (
+    ENVIRONMENT_VARIABLE,
+    Profile,
+    ProfileError,
+    ProfileWarning,
+    load_profile,
+    save_profile,
+    select_profile,
+)
+from contractions.plan import make_plan
+from contractions.schedule import describe_schedule, make_schedule
+
+REPO = Path(__file__).resolve().parents[1]
+ELSEWHERE = Machine(cpu="Some Other CPU", cores=64, blas="mkl 2024", threads=32, l2_bytes=1 << 21,
+                    l3_bytes=1 << 28)
+
+
+def _written(tmp_path: Path, **prices) -> tuple[Path, Profile]:
+    profile = replace(Profile(), **prices, machine=ELSEWHERE, measured="2026-01-02T03:04:05+00:00")
+    return save_profile(profile, tmp_path / "sub" / "profile.json"), profile
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=environment, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+# ------------------------------------------------------------------------------ the file
+def test_a_profile_survives_a_round_trip_through_its_file(tmp_path):
+    path, written = _written(tmp_path, ns_per_mac=0.125, blas_threads=7, torch_ns_per_op=900.0)
+    read = load_profile(path)
+    assert read.source == str(path) and read.machine == ELSEWHERE and read.measured == written.measured
+    assert read.prices() == written.prices()
+    assert read.ns_per_mac == 0.125 and read.blas_threads == 7 and read.torch_ns_per_op == 900.0
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["machine"]["cpu"] == "Some Other CPU" and data["prices"]["ns_per_mac"] == 0.125
+
+
+def test_a_price_the_file_lacks_keeps_its_default(tmp_path):
+    path, _ = _written(tmp_path, ns_per_mac=0.5)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["prices"]["ns_per_call"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    read = load_profile(path)
+    assert read.ns_per_mac == 0.5 and read.ns_per_call == Profile().ns_per_call
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d["prices"].update(ns_per_mac=-1.0), r"gives 'ns_per_mac' the value -1.0: expected a non-negative number"),
+    (lambda d: d["prices"].update(tlb_pages=6.5), r"gives 'tlb_pages' the value 6.5: expected a non-negative integer"),
+    (lambda d: d["prices"].update(ns_per_mac="fast"), r"gives 'ns_per_mac' the value 'fast'"),
+    (lambda d: d["prices"].update(ns_per_macc=1.0), r"holds an unknown price 'ns_per_macc'"),
+    (lambda d: d["prices"].update(ns_per_copied_element=0.5, ns_per_fresh_element=0.9),
+     r"prices a copied element \(0.5 ns\) below a fresh page's share \(0.9 ns\)"),
+    (lambda d: d.update(format="something else"), r"is not a grouped-einsum profile"),
+    (lambda d: d.update(prices=[1, 2]), r"lacks its \"prices\" or \"machine\" table"),
+])
+def test_a_bad_profile_is_refused_with_the_file_and_the_fault(tmp_path, change, message):
+    path, _ = _written(tmp_path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ProfileError, match=re.escape(str(path)) + ".*" + message):
+        load_profile(path)
+
+
+def test_a_file_that_is_not_json_or_is_missing_is_refused(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json", encoding="utf-8")
+    with pytest.raises(ProfileError, match=re.escape(str(broken)) + " is not valid JSON"):
+        load_profile(broken)
+    with pytest.raises(ProfileError, match=re.escape(str(tmp_path / "absent.json")) + " does not exist"):
+        load_profile(tmp_path / "absent.json")
+
+
+# ------------------------------------------------------------------------- the selection
+def test_contractions_profile_selects_the_file(tmp_path):
+    path, written = _written(tmp_path, ns_per_mac=0.25)
+    chosen = select_profile({ENVIRONMENT_VARIABLE: str(path)})
+    assert chosen.source == str(path) and chosen.prices() == written.prices()
+
+
+def test_the_user_profile_is_used_when_present_and_the_defaults_otherwise(tmp_path, monkeypatch):
+    user = tmp_path / "cache" / "profile.json"
+    monkeypatch.setattr(profile_module, "user_profile_path", lambda: user)
+    builtin = select_profile({})
+    assert builtin.source == "" and builtin.describe() == "built-in defaults"
+    save_profile(replace(Profile(), ns_per_step=123.0), user)
+    assert select_profile({}).source == str(user) and select_profile({}).ns_per_step == 123.0
+
+
+@pytest.mark.parametrize("content", ["{ not json", None])
+def test_a_corrupt_or_missing_profile_warns_naming_it_and_plans_with_the_defaults(tmp_path, content):
+    path = tmp_path / "profile.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.warns(ProfileWarning, match=re.escape(str(path)) + r".*\(set by CONTRACTIONS_PROFILE\); "
+                                                                    "planning with the built-in defaults"):
+        chosen = select_profile({ENVIRONMENT_VARIABLE: str(path)})
+    assert chosen.source == "" and chosen.ns_per_mac == Profile().ns_per_mac
+
+
+def test_a_corrupt_profile_costs_one_warning_and_no_traceback_in_a_real_process(tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text("[1, 2", encoding="utf-8")
+    code = ("import numpy as np\nfrom contractions import contract\n"
+            "x = np.ones((3, 4)); y = np.ones((4, 5))\n"
+            "assert np.allclose(contract('Wa,ab->Wb', x, y), x @ y)\nprint('planned')\n")
+    proc = _run(["-c", code], {ENVIRONMENT_VARIABLE: str(path)})
+    assert proc.returncode == 0 and proc.stdout.split() == ["planned"], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("ProfileWarning") == 1 and str(path) in proc.stderr
+
+
+# ------------------------------------------------------------------------- explain, --show
+def test_a_schedule_names_the_profile_that_priced_it(tmp_path):
+    path, _ = _written(tmp_path, ns_per_mac=0.05)
+    plan = make_plan("WCa,Caib,WCi->WCb", ((8, 2, 30), (2, 30, 50, 60), (8, 2, 50)), ())
+    reference = describe_schedule(make_schedule(plan, memory_limit=None, cost_model=NumpyCostModel(Profile())))
+    assert reference[-1] == "priced by: built-in defaults"
+    measured = make_schedule(plan, memory_limit=None, cost_model=NumpyCostModel(load_profile(path)))
+    assert describe_schedule(measured)[-1].startswith(
+        f"priced by: profile {path} (measured 2026-01-02 on Some Other CPU, 32 BLAS threads)")
+
+
+def test_explain_names_the_profile_in_use(tmp_path):
+    path, _ = _written(tmp_path, ns_per_mac=0.05)
+    proc = _run(["-m", "contractions.cli", "explain", "WCa,Caib,WCi->WCb", "8x2x30", "2x30x50x60",
+                 "8x2x50"], {ENVIRONMENT_VARIABLE: str(path)})
+    assert proc.returncode == 0, proc.stderr
+    assert f"  priced by: profile {path} (measured 2026-01-02" in proc.stdout
+
+
+def test_a_profile_used_on_another_machine_says_so():
+    measured = replace(Profile(), machine=ELSEWHERE, measured="2026-01-02", source="p.json")
+    here = replace(ELSEWHERE, cpu="This CPU", threads=1)
+    text = measured.describe(here)
+    assert text.startswith("profile p.json (measured 2026-01-02 on Some Other CPU, 32 BLAS threads)")
+    assert "this machine differs: CPU Some Other CPU -> This CPU, BLAS threads 32 -> 1" in text
+    assert "contractions calibrate" in text
+    assert "differs" not in measured.describe(ELSEWHERE)
+
+
+def test_calibrate_show_names_the_file_and_what_differs(tmp_path):
+    path, _ = _written(tmp_path, ns_per_mac=0.05)
+    proc = _run(["-m", "contractions.cli", "calibrate", "--show"], {ENVIRONMENT_VARIABLE: str(path)})
+    assert proc.returncode == 0, proc.stderr
+    assert f"profile in use: profile {path}" in proc.stdout
+    assert re.search(r"ns_per_mac\s+0.05\s+\(default 0.0272\)", proc.stdout)
+
+
+# ------------------------------------------------------------------------------- calibrate
+def test_calibrate_writes_a_valid_profile_of_this_machine(tmp_path, monkeypatch, capsys):
+    from contractions import calibrate
+
+    monkeypatch.setattr(calibrate, "QUICK", calibrate.TINY)   # the measuring, in seconds
+    target = tmp_path / "measured.json"
+    assert cli.main(["calibrate", "--quick", "--output", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "[1/6] BLAS products in cache ..." in out and "[6/6]" in out
+    assert f"wrote {target}" in out and f"{ENVIRONMENT_VARIABLE}={target}" in out
+    measured = load_profile(target)
+    assert measured.machine.cpu and measured.machine.threads >= 1 and measured.measured
+    for name, value in measured.prices().items():
+        assert math.isfinite(value) and value >= 0, name
+    assert measured.ns_per_mac > 0 and measured.ns_per_step > 0
+    # it prices a plan
+    plan = make_plan("WCa,Caib,WCi->WCb", ((8, 2, 30), (2, 30, 50, 60), (8, 2, 50)), ())
+    assert make_schedule(plan, cost_model=NumpyCostModel(measured)).cost_ns > 0
+
+
+def test_calibrate_reports_a_profile_it_cannot_write(tmp_path, monkeypatch, capsys):
+    from contractions import calibrate
+
+    monkeypatch.setattr(calibrate, "QUICK", calibrate.TINY)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    assert cli.main(["calibrate", "--quick", "--output", str(blocker / "profile.json")]) == 2
+    assert f"cannot write the profile {blocker / 'profile.json'}" in capsys.readouterr().err

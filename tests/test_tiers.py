@@ -1,0 +1,202 @@
+"""Planning tiers (contractions/schedule/tiers.py, dev/decisions.md "Planning that pays for
+itself"): which tier plans a call, when the full search takes over, and that every tier's
+schedule computes the same contraction (checked against np.einsum on hand-expanded strings)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contractions import api, contract, contract_expression, explanation, identifiability, make_plan
+from contractions.backends.compile import compile_schedule
+from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.schedule import make_schedule, tiers
+from contractions.schedule.lowering import lower_candidates
+
+from ._strategies import grouped_problems, hand_expand, needed_supplements
+
+MID = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
+MID_OTHER = ((40, 2, 31), (2, 31, 50, 61), (40, 2, 50))
+STRING = "WCa,Caib,WCi->WCb"
+HAND = "wca,caib,wci->wcb"
+
+
+@pytest.fixture(autouse=True)
+def fresh_structures():
+    """Each test starts with no structure planned (the tiers depend on what was planned)."""
+    tiers.clear_templates()
+    api._HOT.clear()
+    api._compiled.cache_clear()
+    yield
+    tiers.clear_templates()
+
+
+@pytest.fixture
+def search_is_dear(monkeypatch):
+    """A full search priced far above any call here: every first call takes a cheap tier."""
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)
+
+
+@pytest.fixture
+def search_is_free(monkeypatch):
+    """A full search priced at nothing: every first call runs it at once."""
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 0.0)
+
+
+def operands(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) for s in shapes]
+
+
+def test_a_new_structure_is_planned_quick_then_its_other_shapes_reuse_it(search_is_dear):
+    plan = make_plan(STRING, MID, ())
+    first = tiers.first_schedule(plan, memory_limit="default")
+    assert first.tier == "quick" and first.upgrade_after > 1
+    assert first.schedule.strategy == "pairwise"
+    other = tiers.first_schedule(make_plan(STRING, MID_OTHER, ()), memory_limit="default")
+    assert other.tier == "reuse"
+    # the same decisions: path, kernels, result orders and matmul roles
+    assert other.schedule.path == first.schedule.path
+    assert [(s.kernel, s.result, s.swap) for s in other.schedule.steps] == [
+        (s.kernel, s.result, s.swap) for s in first.schedule.steps]
+    assert [s.result_shape for s in other.schedule.steps] != [s.result_shape for s in first.schedule.steps]
+
+
+def test_a_full_search_replaces_a_quick_plan_as_what_later_shapes_follow(search_is_dear):
+    plan = make_plan(STRING, MID, ())
+    tiers.first_schedule(plan, memory_limit="default")          # quick: remembered
+    full = make_schedule(plan, memory_limit="default")
+    tiers.remember_full(plan, full)
+    other = tiers.first_schedule(make_plan(STRING, MID_OTHER, ()), memory_limit="default")
+    assert other.tier == "reuse" and other.schedule.path == full.path
+    assert [s.kernel for s in other.schedule.steps] == [s.kernel for s in full.steps]
+
+
+def test_the_quick_tier_takes_the_path_of_fewest_flops(search_is_dear):
+    plan = make_plan("GFa,Gaib,Fo,Gio->GFb", ((3, 40, 20), (3, 20, 30, 21), (40, 50), (3, 30, 50)), ())
+    exp = plan.expansion
+    every = lower_candidates(exp.inputs, exp.output, plan.shapes, extents_by_label=plan.extents)
+    quick = tiers.first_schedule(plan, memory_limit="default").schedule
+    assert quick.flops == min(s.flops for s in every)
+
+
+def test_a_large_call_is_planned_fully_at_once():
+    # ~0.4 ms of modelled work: a 3-operand search (~0.6 ms predicted) is not a tenth of that,
+    # but 40x the work is
+    big = ((400, 2, 120), (2, 120, 50, 60), (400, 2, 50))
+    first = tiers.first_schedule(make_plan(STRING, big, ()), memory_limit="default")
+    assert first.schedule.cost_ns * tiers.SEARCH_FRACTION >= tiers.search_ns(3)
+    assert first.tier == "full" and first.upgrade_after == 0
+    assert first.schedule == make_schedule(make_plan(STRING, big, ()), memory_limit="default")
+
+
+def test_explicit_optimize_zero_extents_and_broken_limits_go_to_the_full_search(search_is_dear):
+    plan = make_plan(STRING, MID, ())
+    assert tiers.first_schedule(plan, optimize="greedy", memory_limit="default").tier == "full"
+    assert tiers.first_schedule(plan, optimize=[(1, 2), (0, 1)], memory_limit="default").tier == "full"
+    zero = make_plan(STRING, ((40, 2, 0), (2, 0, 50, 60), (40, 2, 50)), ())
+    assert tiers.first_schedule(zero, memory_limit="default").tier == "full"
+    tight = tiers.first_schedule(plan, memory_limit=1000)
+    assert tight.tier == "full" and tight.schedule.peak_extra <= 1000
+
+
+def test_a_small_problem_is_one_einsum_call_in_every_tier(search_is_dear):
+    first = tiers.first_schedule(make_plan(STRING, ((2, 2, 3), (2, 3, 2, 3), (2, 2, 2)), ()))
+    assert first.schedule.strategy == "direct" and first.tier == "full" and first.search_ns == 0
+
+
+def test_contract_runs_the_cheap_tier_then_the_full_search_on_the_upgrade_call(search_is_dear):
+    ops = operands(MID)
+    want = np.einsum(HAND, *ops)
+    got = contract(STRING, *ops)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    key = (STRING, *MID)
+    run = api._HOT[key]
+    assert type(run) is api._Provisional and run.calls == 1
+    # (explain now sees the structure planned: it reports the reuse of that quick plan, priced
+    # alike but for the search's tie-breaks)
+    assert run.upgrade_after == pytest.approx(explanation(STRING, *MID).first_call.upgrade_after, rel=1e-4)
+    run.upgrade_after = 3        # (the real count is in the thousands with the search priced so)
+    np.testing.assert_allclose(contract(STRING, *ops), want, rtol=1e-10, atol=1e-12)
+    assert api._HOT[key] is run
+    upgraded = contract(STRING, *ops)                 # the 3rd call: the full search runs
+    assert type(api._HOT[key]) is not api._Provisional
+    # the full runner is the full search's schedule: the same bits as contract_expression's
+    np.testing.assert_array_equal(upgraded, contract_expression(STRING, *MID)(*ops))
+    np.testing.assert_array_equal(contract(STRING, *ops), upgraded)
+
+
+def test_contract_plans_fully_at_once_when_the_search_is_cheap(search_is_free):
+    ops = operands(MID)
+    got = contract(STRING, *ops)
+    assert type(api._HOT[(STRING, *MID)]) is not api._Provisional
+    np.testing.assert_array_equal(got, contract_expression(STRING, *MID)(*ops))
+
+
+def test_explain_reports_the_first_call_tier_and_changes_nothing(search_is_dear):
+    first = explanation(STRING, *MID).first_call
+    assert first.tier == "quick" and first.upgrade_after > 1
+    assert "first call      quick tier (the path of fewest FLOPs alone)" in str(explanation(STRING, *MID))
+    assert explanation(STRING, *MID_OTHER).first_call.tier == "quick"   # explain remembered nothing
+    contract(STRING, *operands(MID))
+    again = explanation(STRING, *MID_OTHER)
+    assert again.first_call.tier == "reuse"
+    assert f"takes over on call {again.first_call.upgrade_after} of this shape" in str(again)
+    assert explanation(STRING, *MID, optimize="greedy").first_call is None
+
+
+def test_other_layouts_and_torch_follow_the_tiers_too(search_is_dear):
+    ops = operands(MID)
+    fortran = [np.asfortranarray(a) for a in ops]
+    np.testing.assert_allclose(contract(STRING, *fortran), np.einsum(HAND, *ops), rtol=1e-10, atol=1e-12)
+    torch = pytest.importorskip("torch")
+    for shapes in (MID, MID_OTHER):
+        t = [torch.from_numpy(a) for a in operands(shapes, seed=1)]
+        np.testing.assert_allclose(contract(STRING, *t).numpy(),
+                                   np.einsum(HAND, *(a.numpy() for a in t)), rtol=1e-10, atol=1e-12)
+
+
+def _resized(problem, step):
+    """``problem`` with every extent raised by ``step`` (none of them 1: one structure)."""
+    return dataclasses.replace(
+        problem,
+        group_shapes={g: tuple(n + step for n in s) for g, s in problem.group_shapes.items()},
+        letter_sizes={c: n + step for c, n in problem.letter_sizes.items()})
+
+
+@settings(max_examples=60, deadline=None)
+@given(grouped_problems(max_terms=4), st.integers(1, 3), st.integers(1, 3))
+def test_every_tier_computes_the_contraction(problem, step_a, step_b):
+    first, second = _resized(problem, step_a), _resized(problem, step_b)
+    info = identifiability(problem.subscripts)
+    supplements = tuple(sorted((k[4:], v) for k, v in needed_supplements(problem, info).items()))
+    plans = [make_plan(p.subscripts, tuple(p.operand_shapes()), supplements) for p in (first, second)]
+    exp = plans[0].expansion
+    rng = np.random.default_rng(0)
+    arrays = [[rng.standard_normal(s) for s in p.operand_shapes()] for p in (first, second)]
+    wants = [np.einsum(hand_expand(p), *a) for p, a in zip((first, second), arrays)]
+    candidates = lower_candidates(exp.inputs, exp.output, plans[0].shapes, strategy="pairwise",
+                                  extents_by_label=plans[0].extents)
+    full = min(candidates, key=lambda s: s.cost_ns)
+    quick = lower_candidates(exp.inputs, exp.output, plans[0].shapes, strategy="pairwise",
+                             extents_by_label=plans[0].extents, tier="quick")
+    assert len(quick) == 1 and quick[0].flops == min(s.flops for s in candidates)
+    for schedule in (full, quick[0]):
+        np.testing.assert_allclose(compile_schedule(schedule, NUMPY_OPS)(*arrays[0]), wants[0],
+                                   rtol=1e-10, atol=1e-10)
+        # followed at other extents (the same structure: no extent is 1 in either)
+        followed = lower_candidates(exp.inputs, exp.output, plans[1].shapes, strategy="pairwise",
+                                    extents_by_label=plans[1].extents, tier="reuse", follow=(schedule,))
+        assert len(followed) == 1 and followed[0].path == schedule.path
+        np.testing.assert_allclose(compile_schedule(followed[0], NUMPY_OPS)(*arrays[1]), wants[1],
+                                   rtol=1e-10, atol=1e-10)
+        # ... and followed at its own extents, it is itself (prices aside: no tie-breaks)
+        itself = lower_candidates(exp.inputs, exp.output, plans[0].shapes, strategy="pairwise",
+                                  extents_by_label=plans[0].extents, tier="reuse", follow=(schedule,))[0]
+        assert [dataclasses.replace(s, cost_ns=0.0, layout=None) for s in itself.steps] == [
+            dataclasses.replace(s, cost_ns=0.0, layout=None) for s in schedule.steps]
+        assert itself.peak_extra == schedule.peak_extra
