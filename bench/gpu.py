@@ -26,7 +26,7 @@ products on a GPU default to TF32).  Timing: warm-up, then batches of calls endi
 sync (``cupy.cuda.Device().synchronize()``, ``torch.cuda.synchronize()``, ``block_until_ready``),
 contenders interleaved batch by batch, the median per-call time of ``--repeats`` batches.  A
 ratio is the peer's time over ``contract``'s (above 1: ``contract`` is faster).  A global budget
-(``--budget``, 300 s) is shared by the libraries in turn; cases past it are skipped and the page
+(``--budget``, 270 s) is shared by the libraries in turn; cases past it are skipped and the page
 says which.
 """
 
@@ -470,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", action="store_true", help="also write docs/benchmarks_gpu.md and .png")
     parser.add_argument("--dry-run", action="store_true", help="CPU smoke run: tiny, 6 strings, fake CuPy")
     parser.add_argument("--size", default=None, help="size class (default: large; tiny with --dry-run)")
-    parser.add_argument("--budget", type=float, default=None, help="seconds for all cases (default 300)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for all cases (default 270)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--batch", type=float, default=0.004, help="seconds per timed batch")
     parser.add_argument("--strings", type=int, default=None, help="only the first N strings")
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         args.batch = min(args.batch, 0.002)
         args.compile_strings = 1 if args.compile_strings is None else args.compile_strings
     args.size = args.size or "large"
-    args.budget = args.budget or 300.0
+    args.budget = args.budget or 270.0
     args.compile_strings = 6 if args.compile_strings is None else args.compile_strings
     args.out.mkdir(parents=True, exist_ok=True)
     wanted = SECTIONS if not args.only else tuple(x for x in SECTIONS if x in args.only.split(","))
