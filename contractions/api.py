@@ -300,8 +300,9 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
     ``precision`` and ``preferred_element_type`` are passed to ``jnp.einsum`` on JAX.  On numpy
     and torch, ``preferred_element_type`` is the dtype the operands are converted to before
     contracting and ``precision`` is ignored.  ``dtype`` is np.einsum's name for the same
-    thing.  ``out`` (numpy only, as in np.einsum) is an array of the result's shape that the
-    result is written into and that is returned; its dtype must hold the result's safely.
+    thing.  ``out`` (numpy, as in np.einsum; a CuPy array for CuPy operands) is an array of
+    the result's shape that the result is written into and that is returned; its dtype must
+    hold the result's safely.
 
     >>> import numpy as np
     >>> zo, za = np.ones((3, 2, 5)), np.ones((3, 2, 4))
@@ -398,8 +399,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
     if out is not None and convert is None:
         rule = out_casting(casting, optimize, len(arrays), out)
         _check_out(out, library, make_plan(subscripts, shapes, supplements), arrays, options, rule)
-        np.copyto(out, run(*arrays), casting=rule)
-        return out
+        return _write_out(out, library, run(*arrays), rule)
     result = run(*arrays)
     if convert is not None:
         result = from_library(convert, result, scalar=convert != "object")  # object: a 0-d array
@@ -446,28 +446,39 @@ def _remember(key: tuple[Any, ...], subscripts: str, run: Callable[..., Any]) ->
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],
                options: BackendOptions, rule: Casting = "safe") -> None:
     """``out=`` is checked like np.einsum checks it, before any arithmetic (``rule``: the
-    casting the result is written under, `compat.out_casting`)."""
-    if backend.name != "numpy":
-        raise TypeError(f"out= is supported for numpy operands only ({backend.name} arrays were "
-                        "given); use the returned array")
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out= must be a numpy array, not {type(out).__name__}")
+    casting the result is written under, `compat.out_casting`); numpy's, and a backend whose
+    module has ``out_type``/``write_out`` (CuPy, with an out on the device)."""
+    module = None if backend.name == "numpy" else load(backend)
+    if module is not None and not hasattr(module, "write_out"):
+        raise TypeError(f"out= is supported for numpy and cupy operands only ({backend.name} "
+                        "arrays were given); use the returned array")
+    kind = np.ndarray if module is None else module.out_type()
+    if not isinstance(out, kind):
+        raise TypeError(f"out= must be a {'numpy' if module is None else backend.name} array, "
+                        f"not {type(out).__module__.partition('.')[0]}.{type(out).__name__}")
     if out.shape != plan.output_shape:
         raise SizeMismatchError(f"out= has shape {out.shape} but {quoted(plan.parsed.subscripts)} gives "
                                 f"{plan.output_shape} here")
     result = (np.dtype(options.preferred_element_type) if options.preferred_element_type is not None
-              else np.result_type(*arrays))
+              else np.result_type(*arrays) if module is None
+              else np.result_type(*(a.dtype for a in arrays)))
     if not np.can_cast(result, out.dtype, rule):
         safely = "safely" if rule == "safe" else f"by the rule casting={rule!r}"
         raise TypeError(f"out= has dtype {out.dtype} but the result is {result}, which it cannot "
                         f"hold {safely}; pass an out of that dtype, casting='unsafe' to truncate, "
                         "or dtype= to compute in another")
-    if not out.flags.writeable:
+    if not getattr(out.flags, "writeable", True):   # (CuPy arrays are always writeable)
         raise ValueError("out= is read-only")
 
 
-# Small checks at the public boundary, so a bad argument fails with a documented error that
-# names it (and says what to pass) before any numpy or framework internals run.
+def _write_out(out: Any, backend: Backend, result: Any, rule: Casting = "safe") -> Any:
+    """The result written into ``out=`` under the casting ``rule``, by the library that owns
+    it (numpy's `copyto`, or the backend's ``write_out``: CuPy's, on the device)."""
+    if backend.name == "numpy":
+        np.copyto(out, result, casting=rule)
+    else:
+        load(backend).write_out(out, result, rule)
+    return out
 
 
 # -------------------------------------------------------------------------- torch.compile

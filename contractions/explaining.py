@@ -166,6 +166,7 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
                    steps=explained_steps(schedule, exp.readable_symbol),
                    peak_extra=schedule.peak_extra, memory_limit=schedule.memory_limit,
                    cost_ns=schedule.cost_ns if schedule.strategy == "pairwise" else None,
+                   time_model=getattr(chosen.cost_model, "time_model_name", "numpy"),
                    first_call=first_call)
 
 

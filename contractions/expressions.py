@@ -28,10 +28,11 @@ from .api import (
     _planned,
     _runner,
     _sublist_call,
+    _write_out,
     contract,
 )
 from .arguments import normalise_supplements
-from .backends import BackendOptions, backend_for
+from .backends import BackendOptions, backend_for, load
 from .checks import (
     as_operands,
     check_dtypes,
@@ -248,11 +249,12 @@ def _call_numpy_style(expr: ContractExpression, operands: tuple[Any, ...], out: 
     if out is None:
         return result
     options = BackendOptions(precision, preferred_element_type)
-    arrays = as_operands(operands, _NUMPY)
+    owner = backend_for(operands)   # an out on the device for CuPy; else a numpy out, as before
+    chosen = owner if name is None and owner is not _NUMPY and hasattr(load(owner), "write_out") else _NUMPY
+    arrays = as_operands(operands, chosen)
     rule = out_casting(_SAFE, expr.optimize, len(expr.shapes), out)
-    _check_out(out, _NUMPY, expr.plan, arrays, options, rule)
-    np.copyto(out, result, casting=rule)
-    return out
+    _check_out(out, chosen, expr.plan, arrays, options, rule)
+    return _write_out(out, chosen, result, rule)
 
 
 def _without_constants(expr: ContractExpression, operands: Sequence[Any]) -> tuple[Any, ...]:

@@ -490,8 +490,8 @@ def test_plain_array_likes_are_converted_and_junk_is_refused():
 
 
 # ------------------------------------------------------------------ one-way layers
-STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "matmul_model", "schedule",
-          "compat", "backends", "checks", "api", "explaining", "expressions"]
+STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "matmul_model", "torch_model",
+          "gpu_model", "schedule", "compat", "backends", "checks", "api", "explaining", "expressions"]
 
 
 #: The stages that are packages: every module in them is checked as that stage.

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL  # pure Python: imports no framework
 from ..torch_model import TORCH_MODEL  # pure Python: imports no torch
 
 __all__ = [
@@ -62,7 +63,11 @@ class Backend:
     called with ``schedule=None``; JAX, whose jitted programs XLA runs fastest that way),
     ``cost_model`` (the `model.protocol.CostModel` its schedules are planned with; None: numpy's.
     torch: `torch_model.TORCH_MODEL`, which also decides whether a schedule runs as its steps
-    or as one einsum call along a path).
+    or as one einsum call along a path; CuPy and torch on CUDA: `gpu_model`'s GPU models).
+    ``variant(operand)``: the entry that runs a call whose first operand of this backend is
+    ``operand`` (None: this one; torch: its CUDA entry, priced for the GPU, for a tensor on a
+    CUDA device); ``mixes_host_arrays`` (False: a numpy array or list among its operands is
+    refused rather than copied to the device; numpy scalars and Python numbers still mix in).
     """
 
     name: str
@@ -74,6 +79,8 @@ class Backend:
     uses_einsum: bool = True
     plans_own_path: bool = False
     cost_model: Any = None
+    variant: Callable[[Any], Backend] | None = None
+    mixes_host_arrays: bool = True
 
 
 def _is_jax(op: Any) -> bool:
@@ -82,6 +89,16 @@ def _is_jax(op: Any) -> bool:
 
 def _is_torch(op: Any) -> bool:
     return isinstance(op, sys.modules["torch"].Tensor)
+
+
+def _is_cupy(op: Any) -> bool:
+    return isinstance(op, sys.modules["cupy"].ndarray)
+
+
+def _torch_on_device(op: Any) -> Backend:
+    # `is_cuda` is a plain attribute read; a tensor elsewhere (CPU, meta, a wrapper without
+    # it) keeps the CPU-priced entry
+    return _TORCH_CUDA if getattr(op, "is_cuda", False) is True else _TORCH
 
 
 def _is_dask(op: Any) -> bool:
@@ -114,14 +131,24 @@ def _is_array_api(op: Any) -> bool:
             and callable(getattr(linalg, "diagonal", None)))
 
 
+# Blocks are written in place, which torch.vmap cannot batch: only an explicit limit blocks.
+# Priced for torch: one torch.einsum call along a path, or the steps (torch_model.py); on a
+# CUDA device for the GPU (gpu_model.py), whose steps are never einsum calls.
+_TORCH = Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
+                 cost_model=TORCH_MODEL, variant=_torch_on_device)
+_TORCH_CUDA = Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
+                      cost_model=TORCH_CUDA_MODEL, uses_einsum=False)
+
 _REGISTRY: list[Backend] = [
     # XLA plans its own buffers: only the path is taken, never blocks.
     Backend("jax", "jax", _is_jax, "contractions.backends.jax_backend", honours_memory_limit=False,
             plans_own_path=True),
-    # Blocks are written in place, which torch.vmap cannot batch: only an explicit limit blocks.
-    # Priced for torch: one torch.einsum call along a path, or the steps (torch_model.py).
-    Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
-            cost_model=TORCH_MODEL),
+    _TORCH,
+    # CuPy: the schedule on the device (cupy.matmul, CuPy's own functions), priced for the GPU;
+    # its steps are matmuls and multiplies, or the whole call one cupy.einsum along a path.
+    # Host arrays are refused, never copied to the device; only an explicit limit blocks.
+    Backend("cupy", "cupy", _is_cupy, "contractions.backends.cupy_backend", uses_einsum=False,
+            cost_model=CUPY_MODEL, mixes_host_arrays=False),
     # dask bounds each of its blocks itself (numpy's default per block).
     Backend("dask", "dask", _is_dask, "contractions.backends.dask_backend"),
     # Any other library implementing the Array API standard (array-api-strict, CuPy, ...).
@@ -143,7 +170,8 @@ def register_backend(backend: Backend) -> None:
 
 
 def registered_backends() -> tuple[Backend, ...]:
-    """Every backend, numpy last (it takes whatever no other backend owns)."""
+    """Every backend, numpy last (it takes whatever no other backend owns); a backend's
+    `Backend.variant` entries are not listed (they share its name)."""
     return (*_REGISTRY, _NUMPY)
 
 
@@ -196,11 +224,13 @@ def _supported() -> str:
 def backend_for(operands: Sequence[Any]) -> Backend:
     """The backend that runs a call on ``operands``.
 
-    numpy arrays, Python scalars and nested lists go with any backend (numpy when alone).  An
+    numpy arrays, Python scalars and nested lists go with any backend (numpy when alone) but
+    one that declares ``mixes_host_arrays=False`` (CuPy: there only scalars do).  An
     operand that is lazy or lives on a device and that no backend owns (a dask collection that
     is not a dask array, a namespace lacking a function the Array API backend needs) is refused
     with `TypeError`, never converted; so are operands of two different libraries in one call
-    (two Array API libraries included), and the message names both.
+    (two Array API libraries included), and the message names both.  The entry returned is
+    the backend's `Backend.variant` for its first operand (torch on CUDA: the GPU-priced one).
     """
     found: Backend | None = None
     first = 0
@@ -222,7 +252,22 @@ def backend_for(operands: Sequence[Any]) -> Backend:
                 f"operands mix {_library(a, found)} and {_library(b, owner)} arrays (operand "
                 f"{first} is a {type(a).__module__}.{type(a).__qualname__}, operand {k} a "
                 f"{type(b).__module__}.{type(b).__qualname__}); convert them to one library first")
-    return found or _NUMPY
+    if found is None:
+        return _NUMPY
+    if not found.mixes_host_arrays:
+        _refuse_host_arrays(operands, found, first)
+    return found if found.variant is None else found.variant(operands[first])
+
+
+def _refuse_host_arrays(operands: Sequence[Any], backend: Backend, first: int) -> None:
+    for k, op in enumerate(operands):
+        if isinstance(op, (np.ndarray, list, tuple)):
+            what = "numpy array" if isinstance(op, np.ndarray) else type(op).__name__
+            raise TypeError(
+                f"operand {k} is a {what} but operand {first} is a {backend.name} array; a host "
+                f"array is not copied to the device behind your back: pass {backend.name}."
+                f"asarray(operand {k}) (or contract on the host, with .get() on the "
+                f"{backend.name} arrays); numpy scalars and Python numbers mix in as they are")
 
 
 def _library(op: Any, backend: Backend) -> str:

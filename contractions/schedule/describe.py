@@ -171,7 +171,8 @@ class Explanation:
     the schedule's steps itself (numpy, torch): the ``strategy`` (``'direct'`` or
     ``'pairwise'``), the pairwise ``steps`` (`ExplainedStep`), any ``blocking``, ``peak_extra``
     (elements alive at once beyond operands and result) against ``memory_limit`` (None: no
-    limit) and, pairwise, ``cost_ns`` (the numpy time model's total); else these are None.
+    limit) and, pairwise, ``cost_ns`` (the time model's total: ``time_model`` names it, numpy's
+    or the GPU's); else these are None.
     ``first_call`` says how `contract` plans a first call of these shapes with the default
     ``optimize='auto'`` (`schedule.tiers`): its ``tier`` (``'full'``: the schedule above), and
     for a cheaper tier its own path, modelled time and the call of this shape on which the full
@@ -201,6 +202,7 @@ class Explanation:
     memory_limit: int | None = None
     cost_ns: float | None = None
     first_call: FirstCall | None = None
+    time_model: str = "numpy"
 
     @property
     def group_lengths(self) -> dict[str, int]:
@@ -246,7 +248,7 @@ class Explanation:
         else:
             lines.append("peak extra      planned by the framework")
         if self.cost_ns is not None:
-            lines.append(f"modelled time   {self.cost_ns / 1e3:.3g} us (numpy time model)")
+            lines.append(f"modelled time   {self.cost_ns / 1e3:.3g} us ({self.time_model} time model)")
         if self.first_call is not None:
             lines.append(f"first call      {self.first_call}")
         return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""The CuPy backend: the shared schedule compiled onto CuPy's own functions, on the device.
+
+The schedule is interpreted by `compile.compile_schedule`, the same code numpy and torch run,
+with an `ArrayOps` built from the ``cupy`` namespace: batched products are ``cupy.matmul``
+(cuBLAS), gathers ``cupy.ascontiguousarray``, sums ``ndarray.sum``, views CuPy's own
+``transpose``/``reshape``/``diagonal``; nothing goes through the host.  The registry entry
+declares ``uses_einsum=False`` and ``cost_model=CUPY_MODEL`` (``contractions/gpu_model.py``): the
+schedule's steps are matmuls and multiplies priced for the GPU, or, where that model says so,
+the whole call is one ``cupy.einsum`` along the schedule's path (``strategy == 'direct'``).
+
+numpy scalars and Python numbers mix in (each goes to the device as a 0-d array, as
+``cupy.asarray`` makes it); a numpy array or list among CuPy operands is refused by the registry
+(``Backend.mixes_host_arrays``), never copied to the device behind the caller's back.
+``out=`` takes a CuPy array (written with ``cupy.copyto``); ``memory_limit=`` bounds device
+memory (an explicit limit only, as on torch).  A 0-d result is a 0-d CuPy array, as
+``cupy.einsum`` returns.  This module reads ``sys.modules['cupy']`` (the registry loads it only
+once the caller has imported CuPy), so a stand-in namespace registered there runs the same
+code (``tests/_fake_cupy.py``, for CI without a GPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..gpu_model import CUPY_MODEL
+from ..schedule import Schedule, describe_schedule
+from .compile import ArrayOps, compile_schedule
+
+__all__ = ["compile", "cupy_ops", "describe", "out_type", "write_out"]
+
+#: ``explain`` prints this backend's schedule steps (it runs them one by one).
+RUNS_SCHEDULE_STEPS = True
+#: ``explain``: a direct schedule's one einsum call runs along ``schedule.path`` here.
+EINSUM_TAKES_PATH = True
+
+
+def _cupy() -> Any:
+    return sys.modules["cupy"]
+
+
+@functools.lru_cache(maxsize=4)
+def cupy_ops(cp: Any) -> ArrayOps:
+    """The schedule's operations on the CuPy namespace ``cp`` (one instance per namespace)."""
+
+    def total(x: Any, axes: tuple[int, ...]) -> Any:
+        return x.sum(axis=axes, dtype=x.dtype)   # integer sums stay integer, as in einsum
+
+    def set_block(out: Any, index: tuple[slice, ...], block: Any) -> None:
+        out[index] = block
+
+    def add_block(out: Any, index: tuple[slice, ...], block: Any) -> None:
+        out[index] += block
+
+    return ArrayOps(
+        einsum=cp.einsum,
+        matmul=cp.matmul,
+        multiply=cp.multiply,
+        permute=lambda x, perm: x.transpose(perm),
+        reshape=lambda x, shape: x.reshape(shape),
+        diagonal=lambda x, a, b: x.diagonal(0, a, b),
+        sum=total,
+        contiguous=cp.ascontiguousarray,
+        swap_last=lambda x: x.swapaxes(-1, -2),
+        copy=lambda x: x.copy(),
+        as_array=lambda x: x,   # cupy.einsum's 0-d result is already a 0-d array
+        common_dtype=lambda arrays: cp.result_type(*arrays),
+        dtype=lambda x: x.dtype,
+        astype=lambda x, dtype: x.astype(dtype),
+        zeros=lambda shape, dtype, like: cp.zeros(shape, dtype),
+        empty=lambda shape, dtype, like: cp.empty(shape, dtype),
+        set_block=set_block,
+        add_block=add_block,
+    )
+
+
+def _einsum_along(einsum: Callable[..., Any], path: list[Any], subscripts: str, *arrays: Any) -> Any:
+    return einsum(subscripts, *arrays, optimize=path)
+
+
+def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., Any]:
+    """The callable running ``schedule`` on CuPy arrays (``preferred_element_type`` casts
+    first)."""
+    cp = _cupy()
+    ops = cupy_ops(cp)
+    if schedule.strategy == "direct" and len(schedule.inputs) > 2:
+        # cupy.einsum contracts left to right unless handed a path ('einsum_path' form)
+        ops = replace(ops, einsum=functools.partial(_einsum_along, cp.einsum,
+                                                    ["einsum_path", *schedule.path]))
+    target = options.preferred_element_type
+    run = compile_schedule(schedule, ops, None if target is None else np.dtype(target))
+    host = np.ndarray
+    asarray = cp.asarray
+
+    def execute(*operands: Any) -> Any:
+        # only numpy scalars and Python numbers reach here as host arrays (0-d; the registry
+        # refused any other): each becomes a 0-d device array
+        for op in operands:
+            if type(op) is host:
+                return run(*[asarray(a) if type(a) is host else a for a in operands])
+        return run(*operands)
+
+    return execute
+
+
+def out_type() -> type:
+    """The array type ``out=`` must be (a CuPy array, on the device)."""
+    return _cupy().ndarray  # type: ignore[no-any-return]
+
+
+def write_out(out: Any, result: Any, casting: str = "safe") -> None:
+    """Write the result into the caller's ``out=`` (checked before any arithmetic) under the
+    ``casting`` rule it was checked with."""
+    _cupy().copyto(out, result, casting=casting)
+
+
+def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
+    """What runs, for ``explain``: one ``cupy.einsum`` along the schedule's path, or the
+    schedule's steps on CuPy operations; with the GPU time model's price of each route."""
+    if schedule.strategy == "direct":
+        return [f"one cupy.einsum {schedule.einsum!r} along the schedule's path (GPU time model: "
+                f"{CUPY_MODEL.one_einsum_ns(schedule) / 1e3:.3g} us)"]
+    head = f"on the device (CuPy), GPU time model {CUPY_MODEL.steps_ns(schedule) / 1e3:.3g} us"
+    if schedule.einsum is not None and schedule.blocking is None:
+        head += f" (one cupy.einsum: {CUPY_MODEL.one_einsum_ns(schedule) / 1e3:.3g} us)"
+    return [head + ":"] + ["  " + line for line in describe_schedule(schedule, plan.expansion.readable_symbol)]
