@@ -84,9 +84,17 @@ def measure(funcs: dict[str, Callable[[], Any]], sync: Callable[[Any], None], re
     by that one call only, so it cannot eat the budget."""
     perf = time.perf_counter
     numbers, firsts, once = {}, {}, {}
+    failed: dict[str, str] = {}
     for name, fn in funcs.items():
-        firsts[name] = fn()
-        sync(firsts[name])
+        try:
+            firsts[name] = fn()
+            sync(firsts[name])
+        except Exception as exc:  # a peer that cannot run it (cupy.einsum's one huge loop: out of
+            if name == "contract":  # memory) is reported as failed; contract's own failure is the row's
+                raise
+            failed[name] = f"{type(exc).__name__}"
+            firsts.pop(name, None)
+            continue
         start = perf()
         sync(fn())
         one = max(perf() - start, 1e-6)
@@ -106,7 +114,9 @@ def measure(funcs: dict[str, Callable[[], Any]], sync: Callable[[Any], None], re
             samples[name].append((perf() - start) / n)
     medians = {name: statistics.median(v) for name, v in samples.items()}
     medians.update(once)
-    return {name: medians[name] for name in funcs}, firsts
+    if failed:
+        log("peers failed: " + ", ".join(f"{name} ({why})" for name, why in failed.items()))
+    return {name: medians[name] for name in funcs if name not in failed}, firsts
 
 
 def rel_error(result: np.ndarray, reference: np.ndarray) -> float:
@@ -158,11 +168,16 @@ class Run:
         row = {"library": library, "subscripts": s, "expanded": self.cases[s].expanded,
                "shapes": [list(x) for x in self.cases[s].shapes],
                "us": {k: v * 1e6 for k, v in times.items()}, "baseline": baseline,
-               "ratio": times[baseline] / times["contract"], "error": err, "correct": err <= tol,
-               **extra}
+               "error": err, "correct": err <= tol, **extra}
+        if baseline in times:
+            row["ratio"] = times[baseline] / times["contract"]
+            log(f"{library:13s} {s:32s} {row['ratio']:6.2f}x  contract {row['us']['contract']:9.1f} us  "
+                f"{baseline} {row['us'][baseline]:9.1f} us  err {err:.1e}")
+        else:  # the peer could not run it: contract's result is still checked, no ratio
+            row["peer_failed"] = baseline
+            log(f"{library:13s} {s:32s}   (no {baseline}: it failed)  contract "
+                f"{row['us']['contract']:9.1f} us  err {err:.1e}")
         self.rows.append(row)
-        log(f"{library:13s} {s:32s} {row['ratio']:6.2f}x  contract {row['us']['contract']:9.1f} us  "
-            f"{baseline} {row['us'][baseline]:9.1f} us  err {err:.1e}")
         return row
 
     def loop(self, library: str, deadline: float, strings: list[str], body: Callable[[str], None]) -> None:
@@ -410,9 +425,10 @@ def render(run: Run, wall: float) -> str:
                 continue
             route = r.get("route") or ("same program" if r.get("same_program") else
                                        "other program" if "same_program" in r else "")
+            ratio = f"{r['ratio']:.2f}x" if "ratio" in r else f"({r.get('peer_failed')} failed)"
             lines.append(f"| `{r['subscripts']}` | " + " | ".join(
                 f"{r['us'][n]:.1f}" if n in r["us"] else "-" for n in names)
-                + f" | {r['ratio']:.2f}x | {route} | {r['error']:.1e}{'' if r['correct'] else ' WRONG'} |")
+                + f" | {ratio} | {route} | {r['error']:.1e}{'' if r['correct'] else ' WRONG'} |")
         if run.skipped.get(library):
             lines += ["", f"Skipped past the budget: {', '.join(f'`{s}`' for s in run.skipped[library])}."]
         lines.append("")

@@ -71,6 +71,11 @@ class GpuCostModel:
 
     #: how ``explain`` names this model
     time_model_name = "GPU"
+    #: no cheap first plans (`schedule.tiers`): these prices are estimates not yet fitted on a
+    #: GPU (measured calls ran 5-20x their modelled time), so the rule that defers the full
+    #: search until it costs a tenth of the calls' modelled time would defer it far too long;
+    #: a GPU call's first plan is the full search
+    cheap_first_plans = False
 
     # ------------------------------------------------------------------ the two routes
     def steps_features(self, schedule: Any) -> tuple[int, int, int, float, float]:

@@ -200,3 +200,14 @@ def test_every_tier_computes_the_contraction(problem, step_a, step_b):
         assert [dataclasses.replace(s, cost_ns=0.0, layout=None) for s in itself.steps] == [
             dataclasses.replace(s, cost_ns=0.0, layout=None) for s in schedule.steps]
         assert itself.peak_extra == schedule.peak_extra
+
+
+def test_a_gpu_model_plans_every_first_call_fully(search_is_dear):
+    from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL
+
+    plan = make_plan(STRING, MID, ())
+    assert tiers.first_schedule(plan, memory_limit="default").tier == "quick"   # numpy's prices
+    for model in (CUPY_MODEL, TORCH_CUDA_MODEL):
+        first = tiers.first_schedule(plan, use_einsum=True, memory_limit=None, cost_model=model)
+        assert first.tier == "full" and first.upgrade_after == 0
+        assert first.schedule == make_schedule(plan, memory_limit=None, cost_model=model)

@@ -22,8 +22,9 @@ The rule: the full search runs when its predicted cost (`search_ns`) is at most
 model's ``cost_ns``).  A first call whose work is large enough is planned fully at once; a
 small one runs its cheap schedule, and the shape's ``upgrade_after``-th call runs the full
 search.  A direct schedule (one einsum call, chosen for small problems by every tier alike), a
-cheap schedule that would break the memory limit, a zero extent or an explicit ``optimize=``
-always go to the full search.
+cheap schedule that would break the memory limit, a zero extent, an explicit ``optimize=``
+and a cost model that declares ``cheap_first_plans = False`` (the GPU models, whose prices
+are not yet fitted on a GPU) always go to the full search.
 
 >>> from contractions.plan import make_plan
 >>> clear_templates()                      # (as in a fresh process: no structure planned yet)
@@ -160,7 +161,8 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     def full() -> FirstPlan:
         return FirstPlan(full_schedule(), "full", search, 0)
 
-    if normalise_optimize(optimize) != "auto" or 0 in plan.extents:
+    if (normalise_optimize(optimize) != "auto" or 0 in plan.extents
+            or not getattr(cost_model, "cheap_first_plans", True)):
         return full()
     key = _structure(plan, layouts, use_einsum, cost_model)
     known = tuple(schedule for schedule, _ in _TEMPLATES.get(key, {}).values())
