@@ -35,6 +35,7 @@ import pickle
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,44 +50,44 @@ from contractions.plan import make_plan  # noqa: E402
 from contractions.schedule import make_schedule  # noqa: E402
 
 VARIANTS = {
-    "memory": NUMPY_MODEL.with_prices( ns_per_streamed_element=0.0, ns_per_far_run=0.0,
+    "memory": NUMPY_MODEL.with_prices(ns_per_streamed_element=0.0, ns_per_far_run=0.0,
                       ns_per_far_line=0.0, ns_per_paged_element=0.0, ns_per_evicted_element=0.0),
-    "vector-einsum": NUMPY_MODEL.with_prices( einsum_vector_step_max_macs=0),
+    "vector-einsum": NUMPY_MODEL.with_prices(einsum_vector_step_max_macs=0),
     # the constants in use before decision 31 (dev/decisions.md), for re-running its A/B
-    "before-incache": NUMPY_MODEL.with_prices( ns_per_matmul_call=18.0, ns_per_mac=0.0166,
+    "before-incache": NUMPY_MODEL.with_prices(ns_per_matmul_call=18.0, ns_per_mac=0.0166,
                               ns_per_matrix_element=0.275),
     # an earlier refit that took in reads from memory (not adopted: decision 30)
-    "refit": NUMPY_MODEL.with_prices( ns_per_matmul_call=112.0, ns_per_mac=0.0516,
+    "refit": NUMPY_MODEL.with_prices(ns_per_matmul_call=112.0, ns_per_mac=0.0516,
                      ns_per_matrix_element=0.591),
     # decision 31's in-cache fit of the transposed-right penalty too (not adopted)
-    "transpose-refit": NUMPY_MODEL.with_prices( ns_per_batched_right_transpose_element=0.356),
+    "transpose-refit": NUMPY_MODEL.with_prices(ns_per_batched_right_transpose_element=0.356),
     # before decision 32: runs of a line or more less than a page apart read for free
-    "before-near": NUMPY_MODEL.with_prices( ns_per_near_run=0.0),
+    "before-near": NUMPY_MODEL.with_prices(ns_per_near_run=0.0),
     # before decision 33: outer products always run by np.multiply
-    "before-outer": NUMPY_MODEL.with_prices( ns_per_outer_einsum_element=1e9),
+    "before-outer": NUMPY_MODEL.with_prices(ns_per_outer_einsum_element=1e9),
     # before decision 34: einsum's loop paid the matmul factors' streaming price
     "before-einsum-stream": NUMPY_MODEL.with_prices(
                                     ns_per_einsum_streamed_element=NUMPY_MODEL.profile.ns_per_streamed_element),
     # before decision 35: large products priced single-threaded
-    "before-threads": NUMPY_MODEL.with_prices( thread_gain=0.0),
+    "before-threads": NUMPY_MODEL.with_prices(thread_gain=0.0),
     # before decision 37: layouts of equal price not told apart by how their gathers sweep
-    "before-gather-passes": NUMPY_MODEL.with_prices( gather_window=0),
+    "before-gather-passes": NUMPY_MODEL.with_prices(gather_window=0),
     # before decision 38: a gather's price flat, whatever its sweeps
-    "before-hard-gather": NUMPY_MODEL.with_prices( hard_gather_gain=0.0),
+    "before-hard-gather": NUMPY_MODEL.with_prices(hard_gather_gain=0.0),
     # decision 38's stronger variant (measured, not kept)
-    "hard-gather-25": NUMPY_MODEL.with_prices( hard_gather_gain=0.25),
+    "hard-gather-25": NUMPY_MODEL.with_prices(hard_gather_gain=0.25),
     # before decision 41: every stack of dot products ran as one einsum loop
-    "before-dot-matmul": NUMPY_MODEL.with_prices( min_dot_matmul_length=10**9),
+    "before-dot-matmul": NUMPY_MODEL.with_prices(min_dot_matmul_length=10**9),
     # before decision 42: a product with one side within the other always by np.multiply
-    "before-permuted-within": NUMPY_MODEL.with_prices( permuted_within_einsum_min_elements=0),
+    "before-permuted-within": NUMPY_MODEL.with_prices(permuted_within_einsum_min_elements=0),
     # before decision 43: the call's result priced as a fresh buffer, no Python per call/step
-    "before-warm-result": NUMPY_MODEL.with_prices( warm_result_max_elements=0, ns_per_call=0.0,
+    "before-warm-result": NUMPY_MODEL.with_prices(warm_result_max_elements=0, ns_per_call=0.0,
                                   ns_per_step=0.0),
     # before decision 45: a product that gathers never runs contracted labels as batch labels
-    "before-promote": NUMPY_MODEL.with_prices( promote_contracted=False),
+    "before-promote": replace(NUMPY_MODEL, promote_contracted=False),
     # a candidate after decision 40: copies priced warm, as kept scratch buffers run (0.6 ns an
     # element, the strided copy without first-touch page faults; measured, not kept)
-    "warm-copies": NUMPY_MODEL.with_prices( ns_per_copied_element=0.6),
+    "warm-copies": NUMPY_MODEL.with_prices(ns_per_copied_element=0.6),
 }
 
 
