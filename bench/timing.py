@@ -53,21 +53,11 @@ def best_seconds(func: Callable[[], object], batch_seconds: float = 0.02, repeat
                  max_number: int | None = None) -> float:
     """Best (smallest) per-call time over ``repeats`` batches of about ``batch_seconds`` (at
     most ``max_number`` calls a batch): the model-fitting scripts' measure, where the minimum
-    is the least disturbed sample."""
-    func()
-    start = time.perf_counter()
-    func()
-    one = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(batch_seconds / one))
-    if max_number is not None:
-        number = min(max_number, number)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            func()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
+    is the least disturbed sample.  The library's calibration measures the same way; this is
+    its function with the scripts' longer default batches."""
+    from contractions.calibrate import best_seconds as measured
+
+    return measured(func, batch_seconds, repeats, max_number if max_number is not None else 10**9)
 
 
 def seconds_within_cap(func: Callable[[], object], cap: float) -> float | None:

@@ -20,6 +20,7 @@ from contractions.backends import BackendOptions, torch_backend  # noqa: E402
 from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path, torch_route  # noqa: E402
 from contractions.testing.oracle import loop_contract  # noqa: E402
+from contractions.schedule import tiers  # noqa: E402
 from contractions.torch_model import TORCH_MODEL, torch_default_path  # noqa: E402
 
 from ._vocabulary import random_problem, vocabulary  # noqa: E402
@@ -100,7 +101,12 @@ def test_the_schedule_carries_the_torch_choice_and_the_backend_follows_it():
         out = contract("OIJ,KI,KJ->KO", *ops, len_O=2)
     finally:
         torch_backend.compile = original
-    assert recorded and recorded[0] == torch_schedule
+    # (a first call may be planned by a cheaper tier than the full search, schedule/tiers.py:
+    # its path may differ, its route is the torch model's one einsum call all the same)
+    first = tiers.first_schedule(plan, use_einsum=True, memory_limit=None, cost_model=TORCH_MODEL,
+                                 remember=False)
+    assert recorded and recorded[0] == first.schedule
+    assert recorded[0].strategy == "direct" and torch_route(recorded[0])[0] == "einsum"
     assert torch.allclose(out, torch.einsum("abcdef,ghcd,ghef->ghab", *ops))
 
 

@@ -59,14 +59,14 @@ from .paths import normalise_optimize
 SEARCH_FRACTION = 0.1
 
 
-
 @dataclass(frozen=True)
 class FirstPlan:
     """The schedule a shape's first call runs, and when its full search will run.
 
     ``tier`` is ``'full'``, ``'reuse'`` or ``'quick'``; ``search_ns`` the full search's
-    predicted cost (0 for one einsum call: nothing to search); ``upgrade_after`` the call of this shape (counting this one as 1) that runs
-    the full search, 0 when this schedule came from it.
+    predicted cost (0 for one einsum call: nothing to search); ``upgrade_after`` the call of
+    this shape (counting this one as 1) that runs the full search, 0 when this schedule came
+    from it.
     """
 
     schedule: Schedule
