@@ -19,8 +19,8 @@ from contractions import explain, make_plan, make_schedule  # noqa: E402
 from contractions.backends import BackendOptions, torch_backend  # noqa: E402
 from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path, torch_route  # noqa: E402
-from contractions.testing.oracle import loop_contract  # noqa: E402
 from contractions.schedule import tiers  # noqa: E402
+from contractions.testing.oracle import loop_contract  # noqa: E402
 from contractions.torch_model import TORCH_MODEL, torch_default_path  # noqa: E402
 
 from ._vocabulary import random_problem, vocabulary  # noqa: E402
