@@ -12,6 +12,7 @@ path a schedule runs).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
@@ -166,15 +167,28 @@ def out_casting(casting: str, optimize: Any, n_operands: int, out: Any) -> Casti
     ``out`` (``out[...] = result``), which takes any cast, so a 0-d ``out`` of a call with two or
     more operands and a pairwise ``optimize=`` does too.  (For a larger ``out`` numpy's
     optimized path casts by its kernel: the rule stays ``casting=``, never looser than numpy's
-    single call.)
+    single call; numpy 2.0's optimized einsum checks ``casting=`` on a 0-d ``out`` as well, and
+    the rule follows the installed numpy.)
 
-    >>> out_casting('safe', 'auto', 2, np.array(0)), out_casting('safe', 'direct', 2, np.array(0))
-    ('unsafe', 'safe')
+    >>> out_casting('safe', 'direct', 2, np.array(0)), out_casting('same_kind', 'auto', 2, np.ones(3))
+    ('safe', 'same_kind')
     """
     if getattr(out, "ndim", None) == 0 and n_operands >= 2 and optimize is not False and not (
-            isinstance(optimize, str) and optimize == "direct"):
+            isinstance(optimize, str) and optimize == "direct") and _optimized_0d_out_takes_any_cast():
         return "unsafe"
     return cast(Casting, casting)   # checked against CASTING_RULES by check_numpy_options
+
+
+@functools.cache
+def _optimized_0d_out_takes_any_cast() -> bool:
+    """Does this numpy's optimized einsum take any cast into a 0-d ``out=``?  numpy 2.0 checks
+    ``casting=`` there too; later releases assign the last product into it, which casts
+    anything.  Asked of the installed numpy once, so `out_casting` follows it."""
+    try:
+        np.einsum("i,i->", np.full(2, 1.5), np.ones(2), out=np.array(0), optimize=True)
+    except TypeError:
+        return False
+    return True
 
 
 def apply_order(result: Any, order: str, arrays: Sequence[Any]) -> Any:
