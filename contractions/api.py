@@ -48,6 +48,7 @@ from .model.numpy_prices import NUMPY_MODEL
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, make_schedule
 from .schedule.tiers import first_schedule, remember_full
+from .structures import DECLINED, Structure, known_structure, remember_structure, structure_key_of
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -344,6 +345,11 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
                 except TypeError:
                     check_dtypes(operands)  # a str or datetime array: say so plainly
                     raise
+            if operands and type(operands[0]) is _ndarray:
+                # A new shape: a known structure runs it without planning (`structures`).
+                run = _new_shape(subscripts, operands, tuple(key))
+                if run is not None:
+                    return run(*operands)
     return _contract(subscripts, *operands, **options)
 
 
@@ -396,6 +402,11 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
             and all(type(n) is int for n in len_groups.values())):
         # (only exact ints: 2.0 == 2 and True == 1 hash alike, but must be refused)
         _remember((subscripts, *map(_operand_key, arrays), *len_groups.items()), subscripts, run)
+        if library is _NUMPY and len(subscripts) <= HOT_KEY_MAX_CHARS:
+            remember_structure(
+                structure_key_of(subscripts, arrays, tuple(len_groups.items())),
+                lambda: _structure(subscripts, shapes, supplements, optimized, options, limit,
+                                   layouts))
     if out is not None and convert is None:
         rule = out_casting(casting, optimize, len(arrays), out)
         _check_out(out, library, make_plan(subscripts, shapes, supplements), arrays, options, rule)
@@ -415,6 +426,57 @@ contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defin
 def _operand_key(op: Any) -> Any:
     """An operand's part of a hot-dict key, as `contract`'s hot path builds it."""
     return op.shape if type(op) is _ndarray else (type(op), op.shape, getattr(op, "is_cuda", None))
+
+
+def _new_shape(subscripts: str, operands: tuple[Any, ...], hot_key: tuple[Any, ...]
+               ) -> Callable[..., Any] | None:
+    """The runner of a default-option numpy call of a new shape whose structure is known
+    (`structures`), now in the hot dict; None: the checked route takes the call."""
+    for op in operands:
+        if type(op) is not _ndarray:
+            return None
+    n = len(operands)
+    structure = known_structure(structure_key_of(subscripts, operands, hot_key[n + 1:]))
+    if structure is None:
+        return None
+    run = structure.runner(hot_key[1:n + 1])
+    if run is DECLINED:
+        return None
+    _remember(hot_key, subscripts, run)
+    return run  # type: ignore[no-any-return]
+
+
+def _structure(subscripts: str, shapes: tuple[tuple[int, ...], ...],
+               supplements: tuple[tuple[str, int], ...], optimize: Any, options: BackendOptions,
+               limit: Any, layouts: tuple[int, ...] | None) -> Structure:
+    """The `Structure` of a default-option numpy call: its programs compiled by the numpy
+    backend, a new shape's runner provisional until its full search (`_Provisional`)."""
+    backend, module = _NUMPY, load(_NUMPY)
+    plan = make_plan(subscripts, shapes, supplements)
+    limit = _backend_limit(backend, limit)
+
+    def compile_direct(schedule: Schedule) -> Callable[..., Any]:
+        return module.compile(plan, schedule, options)  # (one einsum call: any shape)
+
+    def compile_steps(schedule: Schedule, specs: Any) -> Callable[[Any], Callable[..., Any]]:
+        return module.compile_any_extents(schedule, specs, options)  # type: ignore[no-any-return]
+
+    def provisional(run: Callable[..., Any], upgrade_after: int,
+                    new_shapes: tuple[tuple[int, ...], ...]) -> Callable[..., Any]:
+        if layouts is None:
+            run = _guarded(run, backend, subscripts, new_shapes, supplements, optimize, options,
+                           limit)
+
+        def full() -> Callable[..., Any]:
+            return _runner(backend, subscripts, new_shapes, supplements, optimize, options, limit,
+                           layouts, tiered=False)
+
+        waiting = _Provisional(run, upgrade_after, full)
+        waiting.calls = 1   # the call that made it
+        return waiting
+
+    return Structure(plan, layouts, backend.uses_einsum, backend.cost_model or NUMPY_MODEL, limit,
+                     compile_direct, compile_steps, provisional)
 
 
 def _sublist_call(first: Any, operands: tuple[Any, ...],

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import ContractionError, quoted
 from ..schedule import Schedule, describe_schedule, schedule_labels
+from .any_extents import compile_any_extents as compile_any_extents_with
 from .compile import ArrayOps, compile_schedule
 from .scratch import take_scratch
 
@@ -214,6 +215,22 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
     # counts the copies).
     run = compile_schedule(schedule, ops, None if target is None else np.dtype(target))
     return _numpy_conventions(run, schedule, half_in_single=target is None)
+
+
+def compile_any_extents(schedule: Schedule, specs: Any, options: Any
+                        ) -> Callable[[Any], Callable[..., Any]]:
+    """``for_shape(ext)``: the numpy callable of ``schedule`` (unblocked, pairwise) at the
+    extents ``ext`` of its structure, compiled once (`backends.any_extents`); np.einsum's
+    conventions as in `compile`."""
+    ops = _OBJECT_SAFE_OPS if _has_scalar_step(schedule) else NUMPY_OPS
+    target = options.preferred_element_type
+    run = compile_any_extents_with(schedule, specs, ops, None if target is None else np.dtype(target))
+
+    def for_shape(ext: Any) -> Callable[..., Any]:
+        return _numpy_conventions(functools.partial(run, ext), schedule,
+                                  half_in_single=target is None)
+
+    return for_shape
 
 
 # ------------------------------------------------------------ np.einsum's result conventions

@@ -83,8 +83,11 @@ _TEMPLATES: dict[tuple[Any, ...], dict[str, tuple[Schedule, str]]] = {}
 _LOCK = threading.Lock()
 
 
-def _structure(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
-               cost_model: CostModel) -> tuple[Any, ...]:
+def structure_key(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
+                  cost_model: CostModel) -> tuple[Any, ...]:
+    """The key of ``plan``'s structure: what a schedule's decisions depend on but its extents."""
+    if layouts is not None and not any(layouts):
+        layouts = None
     exp = plan.expansion
     # (which axes of which operands are 1: a label of extent 1 everywhere is dropped, an axis
     # of 1 that broadcasts is squeezed away; either changes the decisions)
@@ -103,6 +106,14 @@ def _remember(key: tuple[Any, ...], schedule: Schedule, tier: str) -> None:
             known = _TEMPLATES[key] = {}
         if tier == "full" or known.get(schedule.strategy, (None, ""))[1] != "full":
             known[schedule.strategy] = (schedule, tier)
+
+
+def templates_of(key: tuple[Any, ...]) -> dict[str, tuple[Schedule, str]]:
+    """The schedules known for the structure ``key`` (`structure_key`), by strategy."""
+    return _TEMPLATES.get(key, _NONE)
+
+
+_NONE: dict[str, tuple[Schedule, str]] = {}
 
 
 def clear_templates() -> None:
@@ -136,7 +147,7 @@ def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_ei
     if layouts is not None and not any(layouts):
         layouts = None
     if normalise_optimize(optimize) == "auto":
-        _remember(_structure(plan, layouts, use_einsum, cost_model), schedule, "full")
+        _remember(structure_key(plan, layouts, use_einsum, cost_model), schedule, "full")
 
 
 def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
@@ -164,7 +175,7 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     if (normalise_optimize(optimize) != "auto" or 0 in plan.extents
             or not getattr(cost_model, "cheap_first_plans", True)):
         return full()
-    key = _structure(plan, layouts, use_einsum, cost_model)
+    key = structure_key(plan, layouts, use_einsum, cost_model)
     known = tuple(schedule for schedule, _ in _TEMPLATES.get(key, {}).values())
     exp = plan.expansion
     tier = "reuse" if known else "quick"

@@ -1,0 +1,183 @@
+"""New shapes of a known structure: run at once, on a program compiled once per structure.
+
+A loop whose shapes change on every call (ragged tensor-train ranks, a growing probe count)
+meets a new shape of a known string on almost every call.  The 'reuse' tier
+(`schedule.tiers`) already plans such a call without a search: it keeps the structure's
+decisions (path, kernels, result orders, matmul layouts).  A `Structure` goes one step further:
+it keeps the structure's *compiled program*, whose shapes are read from the call's extents
+(`backends.any_extents`), so a new shape costs its extents, a price check and the arithmetic:
+no plan, no schedule, no compile.
+
+What it checks per new shape, declining (the checked route then plans the call as before,
+errors included) whenever one fails:
+
+* the extents agree across operands (a mismatch is the checked route's error to report);
+* no extent is 0 (the full search's case);
+* the strategy the extents take (one einsum call for small work, else the steps) has a
+  template: a schedule of this structure planned before;
+* for the steps: the full search does not pay at once (`tiers.SEARCH_FRACTION` of the call's
+  modelled time, priced by scaling the template's prices by FLOPs), and the peak at these
+  extents is within the memory limit.
+
+The shape then joins the hot dict as the reuse tier's provisional runner: its
+``upgrade_after``-th call runs the full search (exactly as for a shape the reuse tier planned).
+
+Only default-option numpy calls come here (the hot path's key); the structure's key adds each
+operand's axes of extent 1 and its layout (dtype, C or Fortran order) to the string's.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .model.protocol import CostModel
+from .plan import PLAN_CACHE_SIZE, Plan
+from .schedule import DEFAULT_LIMIT_FLOOR, Schedule
+from .schedule.extent_specs import extent_specs, peak_at, price_at
+from .schedule.lowering import DIRECT_MAX_OPERANDS
+from .schedule.tiers import SEARCH_FRACTION, search_ns, structure_key, templates_of
+
+__all__ = ["DECLINED", "Structure", "structure_key_of"]
+
+#: What `Structure.run` returns when the checked route must take the call.
+DECLINED: Any = object()
+
+
+def structure_key_of(subscripts: str, operands: Sequence[Any], len_items: tuple[Any, ...]
+                     ) -> tuple[Any, ...]:
+    """The key of a default-option numpy call's structure: the string, each operand's axes of
+    extent 1, dtype and memory order, and the ``len_`` items."""
+    key: list[Any] = [subscripts]
+    for op in operands:
+        flags = op.flags
+        key.append((tuple([n == 1 for n in op.shape]), op.dtype, flags.c_contiguous,
+                    flags.f_contiguous))
+    key.extend(len_items)
+    return tuple(key)
+
+
+class Structure:
+    """The runners of one structure at any extents (module docstring).
+
+    ``compile_direct(schedule)`` compiles a one-einsum schedule (its runner takes any shape);
+    ``compile_steps(schedule, specs)`` a pairwise one into ``for_shape(ext) -> runner``;
+    ``provisional(run, upgrade_after, shapes)`` wraps a shape's runner so that its
+    ``upgrade_after``-th call runs the full search.
+    """
+
+    __slots__ = ("firsts", "checks", "n_labels", "distinct", "direct_limit", "key", "search",
+                 "limit", "compile_direct", "compile_steps", "provisional", "programs")
+
+    def __init__(self, plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
+                 cost_model: CostModel, limit: Any,
+                 compile_direct: Callable[[Schedule], Callable[..., Any]],
+                 compile_steps: Callable[[Schedule, Any], Callable[[Any], Callable[..., Any]]],
+                 provisional: Callable[..., Callable[..., Any]]) -> None:
+        exp = plan.expansion
+        firsts, checks, seen = [], [], set()
+        for k, (labels, shape) in enumerate(zip(exp.inputs, plan.shapes)):
+            for axis, (label, n) in enumerate(zip(labels, shape)):
+                if n == 1:
+                    continue  # (the key fixes which axes are 1)
+                (checks if label in seen else firsts).append((k, axis, label))
+                seen.add(label)
+        self.firsts, self.checks = tuple(firsts), tuple(checks)
+        self.n_labels = len(plan.extents)
+        self.distinct = tuple(sorted({lab for term in exp.inputs for lab in term}))
+        # One einsum call for small work, as `lowering.lower_candidates` decides it.
+        fits = (use_einsum and len(exp.inputs) <= DIRECT_MAX_OPERANDS
+                and plan.expansion.einsum is not None and len(self.distinct) <= 52)
+        self.direct_limit = (-1 if not fits else math.inf if len(exp.inputs) == 1
+                             else cost_model.direct_max_naive_cost(len(self.distinct)))
+        self.key = structure_key(plan, layouts, use_einsum, cost_model)
+        self.search = search_ns(len(exp.inputs), cost_model)
+        self.limit = limit
+        self.compile_direct, self.compile_steps = compile_direct, compile_steps
+        self.provisional = provisional
+        # template schedule's id -> (the schedule, its runner or for_shape; None: not compiled)
+        self.programs: dict[int, tuple[Schedule, Any]] = {}
+
+    def extents(self, shapes: Sequence[tuple[int, ...]]) -> list[int] | None:
+        """Each label's extent, or None where the operands disagree."""
+        ext = [1] * self.n_labels
+        for k, axis, label in self.firsts:
+            ext[label] = shapes[k][axis]
+        for k, axis, label in self.checks:
+            if shapes[k][axis] != ext[label]:
+                return None
+        return ext
+
+    def _program(self, strategy: str) -> tuple[Schedule, Any] | None:
+        known = templates_of(self.key).get(strategy)
+        if known is None:
+            return None
+        schedule = known[0]
+        found = self.programs.get(id(schedule))
+        if found is None or found[0] is not schedule:
+            if strategy == "direct":
+                found = (schedule, self.compile_direct(schedule))
+            else:
+                specs = extent_specs(schedule)
+                found = (schedule, None if specs is None else (specs, self.compile_steps(schedule, specs)))
+            if len(self.programs) >= 8:
+                self.programs.clear()
+            self.programs[id(schedule)] = found
+        return found
+
+    def runner(self, shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | Any:
+        """The runner of a new shape of this structure, or `DECLINED`."""
+        ext = self.extents(shapes)
+        if ext is None or 0 in ext:
+            return DECLINED
+        direct = math.prod([ext[lab] for lab in self.distinct]) <= self.direct_limit
+        program = self._program("direct" if direct else "pairwise")
+        if program is None:
+            return DECLINED
+        schedule, compiled = program
+        if direct:
+            return compiled
+        if compiled is None:
+            return DECLINED
+        specs, for_shape = compiled
+        price = price_at(specs, ext)
+        upgrade_after = math.ceil(self.search / (SEARCH_FRACTION * max(price.cost_ns, 1.0)))
+        if upgrade_after <= 1:
+            return DECLINED   # large work: the full search pays at once
+        limit = self.limit
+        if limit is not None:
+            sizes = [math.prod(s) for s in shapes]
+            if limit == "default" or limit == "max_input":
+                limit = (max(sizes) if limit == "max_input" else
+                         max(max(sizes), math.prod([ext[lab] for lab in schedule.output]),
+                             DEFAULT_LIMIT_FLOOR))
+            if 7 * price.steps_size + 2 * sum(sizes) > limit and peak_at(schedule, ext) > limit:
+                return DECLINED   # another order or blocks: the full search's job
+        return self.provisional(for_shape(ext), upgrade_after, shapes)
+
+
+_STRUCTURES: dict[tuple[Any, ...], Structure] = {}
+_LOCK = threading.Lock()
+
+
+def known_structure(key: tuple[Any, ...]) -> Structure | None:
+    return _STRUCTURES.get(key)
+
+
+def remember_structure(key: tuple[Any, ...], make: Callable[[], Structure]) -> None:
+    """Keep a structure (made once per key; the dict is cleared when full)."""
+    if key in _STRUCTURES:
+        return
+    structure = make()
+    with _LOCK:
+        if len(_STRUCTURES) >= PLAN_CACHE_SIZE:
+            _STRUCTURES.clear()
+        _STRUCTURES.setdefault(key, structure)
+
+
+def clear_structures() -> None:
+    """Forget every structure (its next new shape plans through the checked route)."""
+    with _LOCK:
+        _STRUCTURES.clear()
