@@ -35,7 +35,7 @@ from typing import Any
 
 from .model.protocol import CostModel
 from .plan import PLAN_CACHE_SIZE, Plan
-from .schedule import DEFAULT_LIMIT_FLOOR, Schedule
+from .schedule import DEFAULT_LIMIT_FLOOR, EINSUM_LETTERS, Schedule
 from .schedule.extent_specs import extent_specs, peak_at, price_at
 from .schedule.lowering import DIRECT_MAX_OPERANDS
 from .schedule.tiers import SEARCH_FRACTION, search_ns, structure_key, templates_of
@@ -77,7 +77,9 @@ class Structure:
                  compile_steps: Callable[[Schedule, Any], Callable[[Any], Callable[..., Any]]],
                  provisional: Callable[..., Callable[..., Any]]) -> None:
         exp = plan.expansion
-        firsts, checks, seen = [], [], set()
+        firsts: list[tuple[int, int, int]] = []
+        checks: list[tuple[int, int, int]] = []
+        seen: set[int] = set()
         for k, (labels, shape) in enumerate(zip(exp.inputs, plan.shapes)):
             for axis, (label, n) in enumerate(zip(labels, shape)):
                 if n == 1:
@@ -89,7 +91,7 @@ class Structure:
         self.distinct = tuple(sorted({lab for term in exp.inputs for lab in term}))
         # One einsum call for small work, as `lowering.lower_candidates` decides it.
         fits = (use_einsum and len(exp.inputs) <= DIRECT_MAX_OPERANDS
-                and plan.expansion.einsum is not None and len(self.distinct) <= 52)
+                and len(self.distinct) <= len(EINSUM_LETTERS))
         self.direct_limit = (-1 if not fits else math.inf if len(exp.inputs) == 1
                              else cost_model.direct_max_naive_cost(len(self.distinct)))
         self.key = structure_key(plan, layouts, use_einsum, cost_model)

@@ -127,6 +127,8 @@ def extent_specs(schedule: Schedule) -> ExtentSpecs | None:
         lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)
         ly = tuple(lab for a, lab in enumerate(step.y_labels) if a not in step.sum_y)
         wide: Spec = ()
+        vx: View | None
+        vy: View | None
         try:
             if step.kernel == "matmul":
                 if step.layout is None:
