@@ -47,6 +47,7 @@ from .errors import ContractionError, OperandCountError, SizeMismatchError, quot
 from .model.numpy_prices import NUMPY_MODEL
 from .plan import PLAN_CACHE_SIZE, Plan, make_plan
 from .schedule import Schedule, make_schedule
+from .schedule.blocking import as_one_einsum
 from .schedule.tiers import first_schedule, remember_full
 from .structures import DECLINED, Structure, known_structure, remember_structure, structure_key_of
 
@@ -345,7 +346,7 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
                 except TypeError:
                     check_dtypes(operands)  # a str or datetime array: say so plainly
                     raise
-            if operands and type(operands[0]) is _ndarray:
+            if operands:
                 # A new shape: a known structure runs it without planning (`structures`).
                 run = _new_shape(subscripts, operands, tuple(key))
                 if run is not None:
@@ -402,11 +403,11 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
             and all(type(n) is int for n in len_groups.values())):
         # (only exact ints: 2.0 == 2 and True == 1 hash alike, but must be refused)
         _remember((subscripts, *map(_operand_key, arrays), *len_groups.items()), subscripts, run)
-        if library is _NUMPY and len(subscripts) <= HOT_KEY_MAX_CHARS:
+        if library.name in _STRUCTURED and len(subscripts) <= HOT_KEY_MAX_CHARS:
             remember_structure(
                 structure_key_of(subscripts, arrays, tuple(len_groups.items())),
-                lambda: _structure(subscripts, shapes, supplements, optimized, options, limit,
-                                   layouts))
+                lambda: _structure(library, subscripts, shapes, supplements, optimized, options,
+                                   limit, layouts))
     if out is not None and convert is None:
         rule = out_casting(casting, optimize, len(arrays), out)
         _check_out(out, library, make_plan(subscripts, shapes, supplements), arrays, options, rule)
@@ -430,40 +431,56 @@ def _operand_key(op: Any) -> Any:
 
 def _new_shape(subscripts: str, operands: tuple[Any, ...], hot_key: tuple[Any, ...]
                ) -> Callable[..., Any] | None:
-    """The runner of a default-option numpy call of a new shape whose structure is known
-    (`structures`), now in the hot dict; None: the checked route takes the call."""
-    for op in operands:
-        if type(op) is not _ndarray:
-            return None
+    """The runner of a default-option call of a new shape whose structure is known
+    (`structures`: numpy, and torch on the CPU), now in the hot dict; None: the checked route
+    takes the call."""
     n = len(operands)
-    structure = known_structure(structure_key_of(subscripts, operands, hot_key[n + 1:]))
+    try:
+        structure = known_structure(structure_key_of(subscripts, operands, hot_key[n + 1:]))
+    except AttributeError:   # (an operand without flags or dtype: never a known structure)
+        return None
     if structure is None:
         return None
-    run = structure.runner(hot_key[1:n + 1])
+    run = structure.runner(tuple([tuple(k[1]) if k and isinstance(k[0], type) else k
+                                  for k in hot_key[1:n + 1]]))
     if run is DECLINED:
         return None
     _remember(hot_key, subscripts, run)
     return run  # type: ignore[no-any-return]
 
 
-def _structure(subscripts: str, shapes: tuple[tuple[int, ...], ...],
+#: The backends whose new shapes a known structure runs (`structures`): numpy (one einsum
+#: call or the steps' program) and torch on the CPU (one einsum call; its steps' choice
+#: against one einsum is priced per shape, so a shape past one einsum call is planned).
+_STRUCTURED = ("numpy", "torch")
+
+
+def _structure(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
                supplements: tuple[tuple[str, int], ...], optimize: Any, options: BackendOptions,
                limit: Any, layouts: tuple[int, ...] | None) -> Structure:
-    """The `Structure` of a default-option numpy call: its programs compiled by the numpy
-    backend, a new shape's runner provisional until its full search (`_Provisional`)."""
-    backend, module = _NUMPY, load(_NUMPY)
+    """The `Structure` of a default-option call: its programs compiled by the backend, a new
+    shape's runner provisional until its full search (`_Provisional`)."""
+    module, model = load(backend), backend.cost_model or NUMPY_MODEL
     plan = make_plan(subscripts, shapes, supplements)
     limit = _backend_limit(backend, limit)
 
     def compile_direct(schedule: Schedule) -> Callable[..., Any]:
         return module.compile(plan, schedule, options)  # (one einsum call: any shape)
 
-    def compile_steps(schedule: Schedule, specs: Any) -> Callable[[Any], Callable[..., Any]]:
-        return module.compile_any_extents(schedule, specs, options)  # type: ignore[no-any-return]
+    def compile_steps(schedule: Schedule, specs: Any) -> Callable[[Any], Callable[..., Any]] | None:
+        if backend is _NUMPY:
+            return module.compile_any_extents(schedule, specs, options)  # type: ignore[no-any-return]
+        # torch: the structure's steps as its model ran them, one einsum call along a path
+        # (any shape), or declined (the steps' choice is then priced per shape)
+        one_call = as_one_einsum(schedule, "auto", model)
+        if one_call.strategy != "direct":
+            return None
+        run = module.compile(plan, one_call, options)
+        return lambda ext: run
 
     def provisional(run: Callable[..., Any], upgrade_after: int,
                     new_shapes: tuple[tuple[int, ...], ...]) -> Callable[..., Any]:
-        if layouts is None:
+        if layouts is None and backend is _NUMPY:
             run = _guarded(run, backend, subscripts, new_shapes, supplements, optimize, options,
                            limit)
 
@@ -471,12 +488,11 @@ def _structure(subscripts: str, shapes: tuple[tuple[int, ...], ...],
             return _runner(backend, subscripts, new_shapes, supplements, optimize, options, limit,
                            layouts, tiered=False)
 
-        waiting = _Provisional(run, upgrade_after, full)
-        waiting.calls = 1   # the call that made it
-        return waiting
+        return _Provisional(run, upgrade_after, full)   # (it counts the call it is made for)
 
-    return Structure(plan, layouts, backend.uses_einsum, backend.cost_model or NUMPY_MODEL, limit,
-                     compile_direct, compile_steps, provisional)
+    return Structure(plan, layouts, backend.uses_einsum, model, limit,
+                     compile_direct, compile_steps, provisional,
+                     runs_cheap_plans=getattr(model, "cheap_first_plans", True))
 
 
 def _sublist_call(first: Any, operands: tuple[Any, ...],

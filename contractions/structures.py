@@ -33,12 +33,14 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from .model.protocol import CostModel
 from .plan import PLAN_CACHE_SIZE, Plan
-from .schedule import DEFAULT_LIMIT_FLOOR, EINSUM_LETTERS, Schedule
+from .schedule import DEFAULT_LIMIT_FLOOR, EINSUM_LETTERS, Schedule, tiers
 from .schedule.extent_specs import extent_specs, peak_at, price_at
 from .schedule.lowering import DIRECT_MAX_OPERANDS
-from .schedule.tiers import SEARCH_FRACTION, search_ns, structure_key, templates_of
+from .schedule.tiers import SEARCH_FRACTION, structure_key, templates_of
 
 __all__ = ["DECLINED", "Structure", "structure_key_of"]
 
@@ -52,11 +54,18 @@ def structure_key_of(subscripts: str, operands: Sequence[Any], len_items: tuple[
     extent 1, dtype and memory order, and the ``len_`` items."""
     key: list[Any] = [subscripts]
     for op in operands:
-        flags = op.flags
-        key.append((tuple([n == 1 for n in op.shape]), op.dtype, flags.c_contiguous,
-                    flags.f_contiguous))
+        if type(op) is _ndarray:
+            flags = op.flags
+            key.append((tuple([n == 1 for n in op.shape]), op.dtype, flags.c_contiguous,
+                        flags.f_contiguous))
+        else:   # (a torch tensor: its type and device decide the backend and its prices)
+            key.append((type(op), tuple([n == 1 for n in op.shape]), op.dtype,
+                        getattr(op, "is_cuda", None)))
     key.extend(len_items)
     return tuple(key)
+
+
+_ndarray = np.ndarray
 
 
 class Structure:
@@ -69,13 +78,15 @@ class Structure:
     """
 
     __slots__ = ("firsts", "checks", "n_labels", "distinct", "direct_limit", "key", "search",
-                 "limit", "compile_direct", "compile_steps", "provisional", "programs")
+                 "limit", "compile_direct", "compile_steps", "provisional", "programs",
+                 "runs_cheap_plans")
 
     def __init__(self, plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
                  cost_model: CostModel, limit: Any,
                  compile_direct: Callable[[Schedule], Callable[..., Any]],
-                 compile_steps: Callable[[Schedule, Any], Callable[[Any], Callable[..., Any]]],
-                 provisional: Callable[..., Callable[..., Any]]) -> None:
+                 compile_steps: Callable[[Schedule, Any], Callable[[Any], Callable[..., Any]] | None],
+                 provisional: Callable[..., Callable[..., Any]],
+                 runs_cheap_plans: bool = True) -> None:
         exp = plan.expansion
         firsts: list[tuple[int, int, int]] = []
         checks: list[tuple[int, int, int]] = []
@@ -94,8 +105,9 @@ class Structure:
                 and len(self.distinct) <= len(EINSUM_LETTERS))
         self.direct_limit = (-1 if not fits else math.inf if len(exp.inputs) == 1
                              else cost_model.direct_max_naive_cost(len(self.distinct)))
+        self.runs_cheap_plans = runs_cheap_plans   # False: every shape is planned (GPU models)
         self.key = structure_key(plan, layouts, use_einsum, cost_model)
-        self.search = search_ns(len(exp.inputs), cost_model)
+        self.search = tiers.search_ns(len(exp.inputs), cost_model)
         self.limit = limit
         self.compile_direct, self.compile_steps = compile_direct, compile_steps
         self.provisional = provisional
@@ -123,7 +135,8 @@ class Structure:
                 found = (schedule, self.compile_direct(schedule))
             else:
                 specs = extent_specs(schedule)
-                found = (schedule, None if specs is None else (specs, self.compile_steps(schedule, specs)))
+                steps = None if specs is None else self.compile_steps(schedule, specs)
+                found = (schedule, None if steps is None else (specs, steps))
             if len(self.programs) >= 8:
                 self.programs.clear()
             self.programs[id(schedule)] = found
@@ -132,7 +145,7 @@ class Structure:
     def runner(self, shapes: Sequence[tuple[int, ...]]) -> Callable[..., Any] | Any:
         """The runner of a new shape of this structure, or `DECLINED`."""
         ext = self.extents(shapes)
-        if ext is None or 0 in ext:
+        if ext is None or 0 in ext or not self.runs_cheap_plans:
             return DECLINED
         direct = math.prod([ext[lab] for lab in self.distinct]) <= self.direct_limit
         program = self._program("direct" if direct else "pairwise")

@@ -491,13 +491,13 @@ def test_plain_array_likes_are_converted_and_junk_is_refused():
 
 # ------------------------------------------------------------------ one-way layers
 STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "matmul_model", "torch_model",
-          "gpu_model", "schedule", "compat", "backends", "checks", "api", "explaining", "expressions"]
+          "gpu_model", "schedule", "compat", "backends", "structures", "checks", "api", "explaining", "expressions"]
 
 
 #: The stages that are packages: every module in them is checked as that stage.
 PACKAGES = ("backends", "model", "schedule")
 #: The schedule package's modules in data-flow order: none imports a later one.
-SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "blocking", "describe", "tiers", "__init__"]
+SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "extent_specs", "blocking", "describe", "tiers", "__init__"]
 
 
 def _stage_files(name: str) -> list[Path]:

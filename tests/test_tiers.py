@@ -12,10 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contractions import api, contract, contract_expression, explanation, identifiability, make_plan
+from contractions.backends.any_extents import compile_any_extents
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
 from contractions.schedule import make_schedule, tiers
+from contractions.schedule.extent_specs import extent_specs, peak_at, price_at
 from contractions.schedule.lowering import lower_candidates
+from contractions.structures import clear_structures
 
 from ._strategies import grouped_problems, hand_expand, needed_supplements
 
@@ -29,10 +32,12 @@ HAND = "wca,caib,wci->wcb"
 def fresh_structures():
     """Each test starts with no structure planned (the tiers depend on what was planned)."""
     tiers.clear_templates()
+    clear_structures()
     api._HOT.clear()
     api._compiled.cache_clear()
     yield
     tiers.clear_templates()
+    clear_structures()
 
 
 @pytest.fixture
@@ -194,6 +199,18 @@ def test_every_tier_computes_the_contraction(problem, step_a, step_b):
         assert len(followed) == 1 and followed[0].path == schedule.path
         np.testing.assert_allclose(compile_schedule(followed[0], NUMPY_OPS)(*arrays[1]), wants[1],
                                    rtol=1e-10, atol=1e-10)
+        # ... and run by the structure's program compiled once (shapes read at call time):
+        # the same arithmetic as the re-extended schedule's, bit for bit, priced alike
+        specs = extent_specs(schedule)
+        assert specs is not None
+        ext = plans[1].extents
+        np.testing.assert_array_equal(compile_any_extents(schedule, specs, NUMPY_OPS)(ext, *arrays[1]),
+                                      compile_schedule(followed[0], NUMPY_OPS)(*arrays[1]))
+        price = price_at(specs, ext)
+        assert price.flops == followed[0].flops
+        assert price.cost_ns == pytest.approx(followed[0].cost_ns, rel=1e-9)
+        assert peak_at(schedule, ext) == followed[0].peak_extra
+        assert followed[0].peak_extra <= 7 * price.steps_size + 2 * sum(map(np.prod, plans[1].shapes))
         # ... and followed at its own extents, it is itself (prices aside: no tie-breaks)
         itself = lower_candidates(exp.inputs, exp.output, plans[0].shapes, strategy="pairwise",
                                   extents_by_label=plans[0].extents, tier="reuse", follow=(schedule,))[0]
