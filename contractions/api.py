@@ -336,10 +336,11 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
                 break
             key.append(item)   # (an int option, memory_limit=10, is never a stored key)
         else:
+            hot_key = tuple(key)
             try:
-                run = _HOT.get(tuple(key))
+                run = _HOT.get(hot_key)
             except TypeError:  # an unhashable shape: the checked route reports it
-                run = None
+                return _contract(subscripts, *operands, **options)
             if run is not None:
                 try:
                     return run(*operands)
@@ -348,7 +349,7 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
                     raise
             if operands:
                 # A new shape: a known structure runs it without planning (`structures`).
-                run = _new_shape(subscripts, operands, tuple(key))
+                run = _new_shape(subscripts, operands, hot_key)
                 if run is not None:
                     return run(*operands)
     return _contract(subscripts, *operands, **options)
@@ -437,7 +438,7 @@ def _new_shape(subscripts: str, operands: tuple[Any, ...], hot_key: tuple[Any, .
     n = len(operands)
     try:
         structure = known_structure(structure_key_of(subscripts, operands, hot_key[n + 1:]))
-    except AttributeError:   # (an operand without flags or dtype: never a known structure)
+    except (AttributeError, TypeError):   # (no flags or dtype, a symbolic size: never known)
         return None
     if structure is None:
         return None
