@@ -284,7 +284,18 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
     n_steps = len(base.steps)
     storage = _storage_order(base)
 
+    measured: dict[tuple[int, ...], tuple[int, float, int]] = {}
+
     def measure(chunks: dict[int, int]) -> tuple[int, float, int]:
+        # (the greedy passes and the local search try many of the same chunkings: each is
+        # measured once)
+        key = tuple(chunks[lab] for lab in labels)
+        found = measured.get(key)
+        if found is None:
+            found = measured[key] = measure_afresh(chunks)
+        return found
+
+    def measure_afresh(chunks: dict[int, int]) -> tuple[int, float, int]:
         cut = {lab for lab in labels if chunks[lab] < extents[lab]}
         sliced, hoisted = _structure(base, cut)
         ext = {**extents, **chunks}
