@@ -88,9 +88,19 @@ def weight(obj: Any, depth: int = _WEIGH_DEPTH) -> int:
         return size + sum(weight(item, depth - 1) for item in obj)
     if kind is dict:
         return size + sum(weight(k, depth - 1) + weight(v, depth - 1) for k, v in obj.items())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return size + sum(weight(getattr(obj, f.name), depth - 1) for f in dataclasses.fields(obj))
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = (
+            tuple(f.name for f in dataclasses.fields(obj))
+            if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else ())
+    if names:
+        return size + sum(weight(getattr(obj, name), depth - 1) for name in names)
     return size
+
+
+# Each type's dataclass field names (empty: not a dataclass), found once per type:
+# `dataclasses.fields` and `is_dataclass` cost more than weighing a small instance.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def shapes_key_weight(args: tuple[Any, ...]) -> int:
