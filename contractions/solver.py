@@ -518,6 +518,9 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
                  (frozenset(column[g] for g in term if is_group(g)), nd - nlower)
                  for term, nd, nlower in zip(parsed.inputs, ndims, counts)]
     equations += [(frozenset((column[g],)), n) for g, n in supplements]
+    peeled = _peeled(equations, n_groups)
+    if peeled is not None:
+        return peeled
     system = _System(n_groups)
     for j, (ones, rhs) in enumerate(equations):
         clash = system.add(j, ones, rhs)
@@ -563,6 +566,38 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
                 "each operand's ndim, and any len_* you passed."
             )
     return tuple(int(v) for v in values)
+
+
+def _peeled(equations: list[tuple[frozenset[int], int]], n_groups: int) -> tuple[int, ...] | None:
+    """The lengths when equations with one unknown length left determine them all, one at a
+    time, every length whole and non-negative and every equation holding; else None (the
+    exact elimination then decides, and words any error).  Most strings are solved so: a
+    term of one group, then the terms that group leaves one unknown in.  A unique solution is
+    the elimination's too, so the result is the same either way, without its rationals.
+
+    >>> _peeled([(frozenset({0, 1}), 3), (frozenset({1}), 2)], 2)
+    (1, 2)
+    >>> _peeled([(frozenset({0, 1}), 3)], 2) is None     # (one sum: the elimination's case)
+    True
+    """
+    values: list[int | None] = [None] * n_groups
+    progress = True
+    while progress:
+        progress = False
+        for ones, rhs in equations:
+            unknown = [c for c in ones if values[c] is None]
+            if len(unknown) == 1:
+                value = rhs - sum(values[c] or 0 for c in ones if c != unknown[0])
+                if value < 0:
+                    return None
+                values[unknown[0]] = value
+                progress = True
+    known = [v for v in values if v is not None]
+    if len(known) != n_groups:
+        return None
+    if any(sum(known[c] for c in ones) != rhs for ones, rhs in equations):
+        return None
+    return tuple(known)
 
 
 def _input_terms(info: Identifiability) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contractions import (
+    ContractionError,
     InconsistentError,
     OperandCountError,
     SupplementError,
@@ -18,6 +19,7 @@ from contractions import (
     identifiability,
     solve_lengths,
 )
+from contractions import solver as _solver
 from contractions.solver import _packed_null_space, _reduced_rows
 
 from ._strategies import grouped_problems
@@ -245,6 +247,28 @@ def test_the_completion_always_solves_to_the_true_lengths(problem):
         assert solved[g] == len(problem.group_shapes[g])
     for g in info.candidates:  # every advertised single candidate really completes it
         assert not identifiability(problem.subscripts, supplied=[g]).needs_supplement
+
+
+@settings(max_examples=300, deadline=None)
+@given(grouped_problems(), st.data())
+def test_substitution_and_elimination_agree(problem, data):
+    """The single-unknown substitution (`solver._peeled`, tried first) gives what the exact
+    elimination gives, solution or error, on consistent and inconsistent ndims alike."""
+    info = identifiability(problem.subscripts)
+    pins = {f"len_{g}": len(problem.group_shapes[g]) for g in info.completion}
+    ndims = [len(s) + data.draw(st.sampled_from([0, 0, 0, 1, -1])) for s in problem.operand_shapes()]
+
+    def solved():
+        _solver.solve.cache_clear()
+        try:
+            return solve_lengths(problem.subscripts, [max(n, 0) for n in ndims], **pins)
+        except ContractionError as exc:
+            return type(exc), str(exc)
+
+    fast = solved()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_solver, "_peeled", lambda equations, n_groups: None)
+        assert solved() == fast
 
 
 # ---- the advice against brute force ------------------------------------------------------
