@@ -489,6 +489,10 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                             naive, "auto", cost_model, known[0])]
         if tier == "reuse":
             return []
+        if tier == "quick" and path_by == "auto":
+            # (one einsum call runs no path on numpy; torch's small calls hardly feel it:
+            # opt_einsum's greedy order costs half its 'auto' search of up to four operands)
+            path_by = "greedy"
         path = _find_path(path_by, list(inputs), output, extents)
         return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                         _optimizer_name(optimize), cost_model)]
