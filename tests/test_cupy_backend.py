@@ -12,7 +12,6 @@ import subprocess
 import sys
 import types
 import zlib
-
 from dataclasses import replace
 
 import numpy as np
