@@ -7,8 +7,8 @@ with an `ArrayOps` built from the ``cupy`` namespace: batched products are ``cup
 declares ``uses_einsum=False`` and ``cost_model=CUPY_MODEL`` (``contractions/gpu_model.py``): the
 schedule's steps are matmuls and multiplies priced for the GPU.  Which route a call runs is
 measured (``backends/measured.py``): on a shape's first calls the runner times the steps, one
-``cupy.einsum`` along the schedule's path and, with three operands or more where the path is
-not left to right, ``cupy.einsum`` in its own order, and keeps the fastest.  ``optimize=False``
+``cupy.einsum`` along the schedule's path and, with three operands or more, ``cupy.einsum`` in
+its own order (left to right), and keeps the fastest.  ``optimize=False``
 (``strategy == 'direct'``) is one ``cupy.einsum`` along the path, as asked.
 
 numpy scalars and Python numbers mix in (each goes to the device as a 0-d array, as
@@ -110,14 +110,14 @@ def _direct(cp: Any, schedule: Schedule, path: Any, target: Any) -> Callable[...
 def routes(schedule: Schedule) -> tuple[str, ...]:
     """The routes measured for ``schedule`` (one: nothing to measure): ``'steps'``, the
     schedule's steps; ``'one_einsum'``, one ``cupy.einsum`` along its path; ``'cupy_einsum'``,
-    ``cupy.einsum`` in its own order (three operands or more, a path not left to right)."""
+    ``cupy.einsum`` in its own order, left to right (three operands or more; the caller's
+    ``cupy.einsum``, which the schedule's path on CuPy need not beat, and whose path argument
+    is handled in Python, so even the same pairs may time differently)."""
     if schedule.strategy == "direct":
         return ("one_einsum",)
     if schedule.einsum is None or schedule.blocking is not None:
         return ("steps",)
-    n = len(schedule.inputs)
-    own = n > 2 and tuple(schedule.path) != _left_to_right(n)
-    return ("steps", "one_einsum", "cupy_einsum") if own else ("steps", "one_einsum")
+    return ("steps", "one_einsum", "cupy_einsum") if len(schedule.inputs) > 2 else ("steps", "one_einsum")
 
 
 def _model_pick(schedule: Schedule) -> str:
