@@ -16,7 +16,9 @@ Per string of the benchmark vocabulary (bench/vocabulary.py, ``--size``, default
   along the path, so the GPU time model can be fitted; the ``route`` column is the one measured
   fastest (and the GPU model's own pick);
 - **torch CUDA eager**: ``contract`` against ``torch.einsum`` on the expanded string; besides, the
-  steps and one ``torch.einsum`` along the schedule's path, forced; ``route`` as for CuPy;
+  steps and one ``torch.einsum`` along the schedule's path, forced; ``route`` as for CuPy (the
+  json keeps each row's ``measured_us``: every route's best time in the runner's own measuring
+  calls, single synced calls, beside the columns' batched times);
 - **torch.compile** (``fullgraph=True, dynamic=False``, the first strings the budget allows):
   compiled ``contract`` against compiled ``torch.einsum``;
 - **JAX jit**: jitted ``contract`` against jitted ``jnp.einsum``, and whether the lowered
@@ -254,8 +256,8 @@ class Run:
             route = route_text(cupy_backend.measured_route(schedule), cupy_backend.routes(schedule),
                                "steps" if CUPY_MODEL.modelled_path(schedule) is None else "one_einsum",
                                explanation(s, *ops, **kw).strategy)
-            self.row("cupy", s, times, result, TOL, "cupy.einsum", route=route,
-                     peer_errors=errors)
+            self.row("cupy", s, times, result, TOL, "cupy.einsum", route=route, peer_errors=errors,
+                     measured_us={k: v * 1e6 for k, v in cupy_backend.route_seconds(schedule).items()})
 
         self.loop("cupy", deadline, self.strings, body)
         if hasattr(cp, "get_default_memory_pool"):
@@ -296,7 +298,8 @@ class Run:
             route = route_text(torch_backend.measured_route(schedule), tuple(found),
                                next((n for n, p in found.items() if p == pick), "one_einsum"),
                                explanation(s, *ops, **kw).strategy)
-            self.row("torch", s, times, result, TOL, "torch.einsum", route=route)
+            self.row("torch", s, times, result, TOL, "torch.einsum", route=route,
+                     measured_us={k: v * 1e6 for k, v in torch_backend.route_seconds(schedule).items()})
 
         self.loop("torch", deadline, self.strings, body)
         if device == "cuda":

@@ -251,7 +251,7 @@ def test_torch_tensor_on_cuda_takes_the_gpu_entry(monkeypatch):
     from contractions import backends
     from contractions.backends import torch_backend
 
-    monkeypatch.setattr(torch_backend, "_sync", lambda: None)   # a CPU torch has no CUDA to wait for
+    monkeypatch.setattr(torch_backend, "_sync", lambda device: None)   # a CPU torch has no CUDA to wait for
     monkeypatch.setattr(measured, "_CHOSEN", collections.OrderedDict())
 
     assert backends._torch_on_device(types.SimpleNamespace(is_cuda=True)).cost_model is TORCH_CUDA_MODEL

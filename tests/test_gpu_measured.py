@@ -86,6 +86,7 @@ def test_cupy_picks_the_faster_route_and_keeps_it(cp, monkeypatch, fastest, runs
     assert timer.timed == ["steps", "one_einsum", "cupy_einsum"] * 2
     assert timer.syncs == len(timer.timed)
     assert cupy_backend.measured_route(schedule) == fastest
+    assert cupy_backend.route_seconds(schedule) == {"steps": 3.5, "one_einsum": 3.5, "cupy_einsum": 3.5, fastest: 1.0}
     _fake_cupy.calls.clear()
     contract(TT, *ops)   # kept: nothing timed, the chosen route's functions only
     assert len(timer.timed) == 6
@@ -201,7 +202,7 @@ def torch_cuda(monkeypatch, fresh):
     from contractions.backends import torch_backend
 
     synced = []
-    monkeypatch.setattr(torch_backend, "_sync", lambda: synced.append(1))
+    monkeypatch.setattr(torch_backend, "_sync", lambda device: synced.append(device))
 
     class CudaLooking(torch.Tensor):
         @property
@@ -236,6 +237,7 @@ def test_torch_cuda_real_timer_syncs_while_measuring_only(torch_cuda):
     for _ in range(measured.ROUNDS * 3 + 3):
         contract(TT, *ops)
     assert 0 < len(synced) <= 2 * measured.ROUNDS * 3
+    assert set(synced) == {ops[0].device}   # the operands' device is the one waited for
     before = len(synced)
     contract(TT, *ops)
     assert len(synced) == before

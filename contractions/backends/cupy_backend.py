@@ -34,10 +34,10 @@ import numpy as np
 from ..gpu_model import CUPY_MODEL
 from ..schedule import Schedule, describe_schedule
 from .compile import ArrayOps, compile_schedule
-from .measured import MeasuredRoute, one_einsum_schedule, remembered
+from .measured import MeasuredRoute, measured_seconds, one_einsum_schedule, remembered
 
-__all__ = ["ROUTES", "compile", "cupy_ops", "describe", "measured_route", "out_type", "routes",
-           "write_out"]
+__all__ = ["ROUTES", "compile", "cupy_ops", "describe", "measured_route", "out_type", "route_seconds",
+           "routes", "write_out"]
 
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
 RUNS_SCHEDULE_STEPS = True
@@ -180,6 +180,12 @@ def measured_route(schedule: Schedule, preferred_element_type: Any = None) -> st
     """The route measured for ``schedule`` in this process (None: not measured yet)."""
     target = None if preferred_element_type is None else np.dtype(preferred_element_type)
     return remembered(_key(schedule, target))
+
+
+def route_seconds(schedule: Schedule, preferred_element_type: Any = None) -> dict[str, float]:
+    """Each route's best measured time (seconds) for ``schedule`` in this process."""
+    target = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    return measured_seconds(_key(schedule, target))
 
 
 def out_type() -> type:

@@ -37,8 +37,8 @@ from typing import Any
 
 from ..schedule import Finish, Schedule
 
-__all__ = ["DROP_FACTOR", "ROUNDS", "MeasuredRoute", "device_timer", "one_einsum_schedule", "remembered",
-           "timer"]
+__all__ = ["DROP_FACTOR", "ROUNDS", "MeasuredRoute", "device_timer", "measured_seconds", "one_einsum_schedule",
+           "remembered", "timer"]
 
 #: rounds of measuring calls (every candidate once per round); the first is not counted
 ROUNDS = 4
@@ -71,19 +71,29 @@ def device_timer(name: str, run: Callable[..., Any], operands: Sequence[Any],
 #: how a candidate is timed: ``timer(name, run, operands, sync) -> (result, seconds)``
 timer: Callable[[str, Callable[..., Any], Sequence[Any], Callable[[], None]], tuple[Any, float]] = device_timer
 
-_CHOSEN: collections.OrderedDict[Any, str] = collections.OrderedDict()
+# problem key -> (the route chosen, each route's best counted seconds: empty when not timed)
+_CHOSEN: collections.OrderedDict[Any, tuple[str, dict[str, float]]] = collections.OrderedDict()
 _LOCK = threading.Lock()
 
 
 def remembered(key: Any) -> str | None:
     """The route measured for the problem ``key`` (a `MeasuredRoute`'s key), or None."""
     with _LOCK:
-        return _CHOSEN.get(key)
+        found = _CHOSEN.get(key)
+    return None if found is None else found[0]
 
 
-def _remember(key: Any, name: str) -> None:
+def measured_seconds(key: Any) -> dict[str, float]:
+    """Each route's best counted time (seconds) for the problem ``key``, as measured when its
+    route was chosen (empty: not measured in this process, or chosen without timing)."""
     with _LOCK:
-        _CHOSEN[key] = name
+        found = _CHOSEN.get(key)
+    return {} if found is None else dict(found[1])
+
+
+def _remember(key: Any, name: str, seconds: dict[str, float] | None = None) -> None:
+    with _LOCK:
+        _CHOSEN[key] = (name, dict(seconds or {}))
         _CHOSEN.move_to_end(key)
         while len(_CHOSEN) > REMEMBERED:
             _CHOSEN.popitem(last=False)
@@ -112,12 +122,16 @@ class MeasuredRoute:
         self.measures = measures
         self.capturing = capturing
         self.best: dict[str, float] = {}
+        self.measured: dict[str, float] = {}   # every route's best counted time, dropped ones too
         self.round = 0
         self.pending: list[str] = list(self.routes)
         self.chosen: str | None = None
-        known = remembered(key)
-        if known in self.routes or len(self.routes) == 1:
-            self.chosen = known if known in self.routes else self.default
+        with _LOCK:
+            found = _CHOSEN.get(key)
+        if found is not None and found[0] in self.routes:
+            self.chosen = found[0]
+        elif len(self.routes) == 1:
+            self.chosen = self.default
             _remember(key, self.chosen)
 
     def entry(self) -> Callable[..., Any]:
@@ -127,7 +141,7 @@ class MeasuredRoute:
 
     def _settle(self, name: str) -> None:
         self.chosen = name
-        _remember(self.key, name)
+        _remember(self.key, name, self.measured)
         self.settle_fn(self.routes[name])
 
     def __call__(self, *operands: Any) -> Any:
@@ -158,6 +172,7 @@ class MeasuredRoute:
                 continue
             if self.round > 0:
                 self.best[name] = min(seconds, self.best.get(name, seconds))
+                self.measured[name] = self.best[name]
             if not self.pending:
                 self._next_round()
             return result

@@ -52,10 +52,10 @@ from ..schedule import Schedule, describe_schedule, schedule_labels
 from ..torch_model import TORCH_MODEL, torch_default_path
 from . import torch_compile_hook
 from .compile import ArrayOps, _finish_fn, compile_schedule
-from .measured import MeasuredRoute, remembered
+from .measured import MeasuredRoute, measured_seconds, remembered
 
 __all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "cuda_routes", "describe",
-           "measured_route", "torch_dtype", "torch_route"]
+           "measured_route", "route_seconds", "torch_dtype", "torch_route"]
 
 TORCH_EINSUM_LETTERS = string.ascii_letters
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
@@ -266,8 +266,8 @@ def _on_cuda(operands: Sequence[Any]) -> bool:
     return getattr(operands[0], "is_cuda", False) is True
 
 
-def _sync() -> None:
-    torch.cuda.synchronize()
+def _sync(device: Any) -> None:
+    torch.cuda.synchronize(device)
 
 
 def _capturing() -> bool:
@@ -286,6 +286,11 @@ def measured_route(schedule: Schedule, preferred_element_type: Any = None) -> st
     return remembered(_key(schedule, preferred_element_type))
 
 
+def route_seconds(schedule: Schedule, preferred_element_type: Any = None) -> dict[str, float]:
+    """Each route's best measured time (seconds) for ``schedule`` on CUDA in this process."""
+    return measured_seconds(_key(schedule, preferred_element_type))
+
+
 def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = None) -> Callable[..., torch.Tensor]:
     """The torch callable for ``schedule`` (operands converted and promoted first).  A schedule
     the GPU time model planned measures its `cuda_routes` on its first CUDA calls, unless
@@ -302,11 +307,19 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
             nonlocal run
             run = chosen
 
+        device: list[Any] = [None]   # the operands' CUDA device: the one to wait for
+
+        def measures(ops: Sequence[Any]) -> bool:
+            if not _on_cuda(ops):
+                return False
+            device[0] = ops[0].device
+            return True
+
         candidates = [(name, compile_schedule(schedule, TORCH_OPS) if path is None
                        else _einsum_along_path(schedule, path)) for name, path in found.items()]
-        chooser = MeasuredRoute(candidates, _model_pick(schedule, found), settle, sync=lambda: _sync(),
+        chooser = MeasuredRoute(candidates, _model_pick(schedule, found), settle, sync=lambda: _sync(device[0]),
                                 key=_key(schedule, options.preferred_element_type),
-                                measures=lambda ops: _on_cuda(ops), capturing=lambda: _capturing())
+                                measures=measures, capturing=lambda: _capturing())
         run = chooser.entry()
     else:
         route_, _ = torch_route(schedule)
