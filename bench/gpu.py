@@ -11,10 +11,14 @@ Per string of the benchmark vocabulary (bench/vocabulary.py, ``--size``, default
 
 - **CuPy**: ``contract`` against ``cupy.einsum`` on the hand-expanded string (its default,
   ``optimize=False``) and, when cotengra imports, ``cotengra.einsum_expression`` on CuPy arrays;
-  besides, the two routes the GPU time model chooses between (contractions/gpu_model.py), each
-  forced: the schedule's steps and one ``cupy.einsum`` along the path, so the model can be fitted;
+  besides, two of the routes a CUDA runner measures on a shape's first calls
+  (contractions/backends/measured.py), each forced: the schedule's steps and one ``cupy.einsum``
+  along the path, so the GPU time model can be fitted; the ``route`` column is the one measured
+  fastest (and the GPU model's own pick);
 - **torch CUDA eager**: ``contract`` against ``torch.einsum`` on the expanded string; besides, the
-  steps forced and the schedule the CPU torch model would give (the route before the GPU model);
+  steps and one ``torch.einsum`` along the schedule's path, forced; ``route`` as for CuPy (the
+  json keeps each row's ``measured_us``: every route's best time in the runner's own measuring
+  calls, single synced calls, beside the columns' batched times);
 - **torch.compile** (``fullgraph=True, dynamic=False``, the first strings the budget allows):
   compiled ``contract`` against compiled ``torch.einsum``;
 - **JAX jit**: jitted ``contract`` against jitted ``jnp.einsum``, and whether the lowered
@@ -24,7 +28,9 @@ Every result is checked against a numpy float64 reference (``opt_einsum.contract
 expanded string; max error over max magnitude, at most 1e-3, and 1e-2 for JAX, whose float32
 products on a GPU default to TF32).  Timing: warm-up, then batches of calls ending in a device
 sync (``cupy.cuda.Device().synchronize()``, ``torch.cuda.synchronize()``, ``block_until_ready``),
-contenders interleaved batch by batch, the median per-call time of ``--repeats`` batches.  A
+contenders interleaved batch by batch, the median per-call time of ``--repeats`` batches.
+``contract``'s warm-up covers the calls that measure its route (``measured.ROUNDS`` rounds of at
+most three routes), so its column is the chosen route's warm calls.  A
 ratio is the peer's time over ``contract``'s (above 1: ``contract`` is faster).  A global budget
 (``--budget``, 270 s) is shared by the libraries in turn; cases past it are skipped and the page
 says which.
@@ -44,7 +50,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +67,8 @@ from vocabulary import make_case, vocabulary  # noqa: E402
 
 import contractions  # noqa: E402
 from contractions import contract, explanation, make_plan, make_schedule  # noqa: E402
-from contractions.backends import BackendOptions  # noqa: E402
+from contractions.backends import BackendOptions, measured  # noqa: E402
 from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL  # noqa: E402
-from contractions.torch_model import TORCH_MODEL  # noqa: E402
 
 TOL = 1e-3
 TOL_JAX = 1e-2
@@ -76,9 +80,16 @@ def log(message: str) -> None:
 
 
 # ------------------------------------------------------------------ timing
+#: contract's warm-up calls: every call that measures its route (measured.ROUNDS rounds of at
+#: most three routes), so the timed calls run the route chosen
+CONTRACT_WARMUP = measured.ROUNDS * 3
+
+
 def measure(funcs: dict[str, Callable[[], Any]], sync: Callable[[Any], None], repeats: int,
-            batch_seconds: float, slow: float = 0.25) -> tuple[dict[str, float], dict[str, Any]]:
-    """(median seconds per call of each function, its first result): warm-up, then ``repeats``
+            batch_seconds: float, slow: float = 0.25,
+            warmup: dict[str, int] | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+    """(median seconds per call of each function, its first result after warm-up): warm-up
+    (``warmup[name]`` calls more for a function that needs them), then ``repeats``
     interleaved batches, each ending in a device sync.  A function whose warm call takes more
     than ``slow`` seconds (cupy.einsum left to right through a huge intermediate) is timed
     by that one call only, so it cannot eat the budget."""
@@ -87,6 +98,8 @@ def measure(funcs: dict[str, Callable[[], Any]], sync: Callable[[Any], None], re
     failed: dict[str, str] = {}
     for name, fn in funcs.items():
         try:
+            for _ in range((warmup or {}).get(name, 0)):
+                sync(fn())
             firsts[name] = fn()
             sync(firsts[name])
         except Exception as exc:  # a peer that cannot run it (cupy.einsum's one huge loop: out of
@@ -217,34 +230,34 @@ class Run:
         def sync(_: Any) -> None:
             cp.cuda.Device().synchronize()
 
-        steps_model = replace(CUPY_MODEL, steps_margin=math.inf)
-        einsum_model = replace(CUPY_MODEL, steps_margin=0.0)
-
         def body(s: str) -> None:
             case = self.cases[s]
             kw = case.kwargs
             ops = [cp.asarray(a) for a in self.arrays(s)]
             plan = make_plan(s, case.shapes, case.supplements)
-            steps = cupy_backend.compile(plan, make_schedule(plan, use_einsum=False, cost_model=steps_model),
-                                         BackendOptions())
-            one = cupy_backend.compile(plan, make_schedule(plan, use_einsum=False, cost_model=einsum_model),
-                                       BackendOptions())
+            schedule = make_schedule(plan, use_einsum=False, cost_model=CUPY_MODEL)
             funcs = {"contract": lambda: contract(s, *ops, **kw),
-                     "cupy.einsum": lambda: cp.einsum(case.expanded, *ops),
-                     "steps": lambda: steps(*ops), "one_einsum": lambda: one(*ops)}
+                     "cupy.einsum": lambda: cp.einsum(case.expanded, *ops)}
+            for name in ("steps", "one_einsum"):
+                if name in cupy_backend.routes(schedule):
+                    forced = cupy_backend.compile(plan, schedule, BackendOptions(), route=name)
+                    funcs[name] = lambda forced=forced: forced(*ops)
             if ctg is not None:
                 try:
                     expr = ctg.einsum_expression(case.expanded, *case.shapes)
                     funcs["cotengra"] = lambda: expr(*ops)
                 except Exception as exc:
                     log(f"cotengra refused {s}: {exc}")
-            times, firsts = measure(funcs, sync, self.args.repeats, self.args.batch)
+            times, firsts = measure(funcs, sync, self.args.repeats, self.args.batch,
+                                    warmup={"contract": CONTRACT_WARMUP})
             result = cp.asnumpy(firsts["contract"])
             errors = {name: rel_error(cp.asnumpy(out), self.reference(s)) for name, out in firsts.items()
                       if name != "contract"}
-            route = explanation(s, *ops, **kw).strategy
-            self.row("cupy", s, times, result, TOL, "cupy.einsum", route=route,
-                     peer_errors=errors)
+            route = route_text(cupy_backend.measured_route(schedule), cupy_backend.routes(schedule),
+                               "steps" if CUPY_MODEL.modelled_path(schedule) is None else "one_einsum",
+                               explanation(s, *ops, **kw).strategy)
+            self.row("cupy", s, times, result, TOL, "cupy.einsum", route=route, peer_errors=errors,
+                     measured_us={k: v * 1e6 for k, v in cupy_backend.route_seconds(schedule).items()})
 
         self.loop("cupy", deadline, self.strings, body)
         if hasattr(cp, "get_default_memory_pool"):
@@ -265,23 +278,28 @@ class Run:
             if device == "cuda":
                 torch.cuda.synchronize()
 
-        steps_model = replace(TORCH_CUDA_MODEL, steps_margin=math.inf)
-
         def body(s: str) -> None:
             case = self.cases[s]
             kw = case.kwargs
             ops = [torch.from_numpy(a).to(device) for a in self.arrays(s)]
             plan = make_plan(s, case.shapes, case.supplements)
-            steps = torch_backend.compile(plan, make_schedule(plan, use_einsum=False, cost_model=steps_model),
-                                          BackendOptions())
-            cpu_model = torch_backend.compile(plan, make_schedule(plan, cost_model=TORCH_MODEL), BackendOptions())
+            schedule = make_schedule(plan, use_einsum=False, cost_model=TORCH_CUDA_MODEL)
+            found = torch_backend.cuda_routes(schedule)
             funcs = {"contract": lambda: contract(s, *ops, **kw),
-                     "torch.einsum": lambda: torch.einsum(case.expanded, *ops),
-                     "steps": lambda: steps(*ops), "cpu_model": lambda: cpu_model(*ops)}
-            times, firsts = measure(funcs, sync, self.args.repeats, self.args.batch)
+                     "torch.einsum": lambda: torch.einsum(case.expanded, *ops)}
+            for name in ("steps", "one_einsum"):
+                if name in found:
+                    forced = torch_backend.compile(plan, schedule, BackendOptions(), route=name)
+                    funcs[name] = lambda forced=forced: forced(*ops)
+            times, firsts = measure(funcs, sync, self.args.repeats, self.args.batch,
+                                    warmup={"contract": CONTRACT_WARMUP})
             result = firsts["contract"].cpu().numpy()
-            route = explanation(s, *ops, **kw).strategy
-            self.row("torch", s, times, result, TOL, "torch.einsum", route=route)
+            pick = TORCH_CUDA_MODEL.modelled_path(schedule)
+            route = route_text(torch_backend.measured_route(schedule), tuple(found),
+                               next((n for n, p in found.items() if p == pick), "one_einsum"),
+                               explanation(s, *ops, **kw).strategy)
+            self.row("torch", s, times, result, TOL, "torch.einsum", route=route,
+                     measured_us={k: v * 1e6 for k, v in torch_backend.route_seconds(schedule).items()})
 
         self.loop("torch", deadline, self.strings, body)
         if device == "cuda":
@@ -358,6 +376,14 @@ class Run:
             self.row("jax", s, times, result, TOL_JAX, "jnp.einsum", same_program=same)
 
         self.loop("jax", deadline, self.strings, body)
+
+
+def route_text(chosen: str | None, routes: tuple[str, ...], pick: str, strategy: str | None) -> str:
+    """The ``route`` column: the route measured fastest (of how many) and the GPU model's pick;
+    the schedule's strategy where nothing was measured (one route; a CPU dry run of torch)."""
+    if chosen is None:
+        return str(strategy)
+    return f"{chosen} (of {len(routes)}; model: {pick})"
 
 
 # ------------------------------------------------------------------ the report

@@ -13,19 +13,26 @@ to price.  dev/decisions.md (decision 48) gives the rule and its reasons.
 entry's ``cost_model``: ``cupy.einsum`` is Python code whose parsing and per-pair logic cost far
 more than the kernels it launches, so the schedule's own steps usually win) and
 `TORCH_CUDA_MODEL` (torch tensors on a CUDA device: ``torch.einsum``'s pairs run in C++, so one
-einsum call along a path usually wins).  `one_einsum_path` makes that choice once per shape
-signature: one framework einsum along a path, or the steps when they are modelled at most
-``steps_margin`` of it.  The constants are estimates from the frameworks' published per-call
-overheads and an H200's throughput, not yet fitted on a GPU (``bench/gpu.py`` times both routes
-per string so they can be).
+einsum call along a path usually wins).  The constants are estimates from the frameworks'
+published per-call overheads and an H200's throughput, not fitted on a GPU (calls ran 5-20x
+their modelled time), so the model does not have the last word on the route: with the default
+``optimize`` the schedule keeps its steps and the CUDA runner measures the steps against one
+framework einsum along the path on the shape's first calls (``backends/measured.py``,
+dev/decisions.md, decision 49).  `modelled_path` is the model's own pick, which runs until
+then (and while a CUDA graph is captured) and which ``explain`` prints.
 
 >>> from contractions.plan import make_plan
 >>> from contractions.schedule import make_schedule
 >>> plan = make_plan('WCa,Caib,WCi->WCb', ((4, 2, 3), (2, 3, 5, 6), (4, 2, 5)), ())
->>> make_schedule(plan, use_einsum=False, cost_model=TORCH_CUDA_MODEL).strategy   # one torch.einsum
-'direct'
->>> make_schedule(plan, use_einsum=False, cost_model=CUPY_MODEL).strategy         # cupy: the steps
+>>> schedule = make_schedule(plan, use_einsum=False, cost_model=TORCH_CUDA_MODEL)
+>>> schedule.strategy          # the steps are kept: the route is measured on the first calls
 'pairwise'
+>>> TORCH_CUDA_MODEL.modelled_path(schedule) is not None   # the model's pick: one torch.einsum
+True
+>>> CUPY_MODEL.modelled_path(schedule) is None             # cupy: the steps
+True
+>>> make_schedule(plan, optimize=False, cost_model=CUPY_MODEL).strategy   # asked for: one einsum
+'direct'
 """
 
 from __future__ import annotations
@@ -54,8 +61,11 @@ class GpuCostModel:
     ``ns_per_element``: one element read and written by a copy or an elementwise kernel;
     ``einsum_copy_share``: the share of each pair's operand elements the einsum copies (it
     permutes both to batch-free-contract order, a copy unless they already are);
-    ``steps_margin``: the steps run only when modelled at most this share of the one einsum
-    call (which is, by construction, what the framework's own einsum does, so never slower).
+    ``steps_margin``: the model picks the steps only when modelled at most this share of the
+    one einsum call (which is, by construction, what the framework's own einsum does);
+    ``measured``: with an optimizer (not ``optimize=False``) the schedule keeps its steps and
+    the backend measures the routes (`modelled_path` is then the first guess); False: the
+    model's pick is the schedule (as the benchmark's forced routes use it).
     """
 
     ns_per_kernel: float
@@ -68,9 +78,12 @@ class GpuCostModel:
     ns_per_element: float = 3e-3
     einsum_copy_share: float = 1.0
     steps_margin: float = 0.5
+    measured: bool = True
 
     #: how ``explain`` names this model
     time_model_name = "GPU"
+    #: ``explain``'s line on the prices' source (`Schedule.priced_by`)
+    priced_by = "GPU time model estimates, not fitted (contractions/gpu_model.py)"
     #: no cheap first plans (`schedule.tiers`): these prices are estimates not yet fitted on a
     #: GPU (measured calls ran 5-20x their modelled time), so the rule that defers the full
     #: search until it costs a tenth of the calls' modelled time would defer it far too long;
@@ -131,16 +144,26 @@ class GpuCostModel:
         """The schedule's question (`model.protocol.CostModel`): the path of the one framework
         einsum to run instead of the steps, or None to run the steps.
 
-        ``optimize=False`` (one einsum call, asked for) takes the schedule's path.  Otherwise
-        the einsum runs along the cheaper (modelled) of the schedule's path and opt_einsum's
-        ``'auto'`` path, and the steps are kept only when modelled at most ``steps_margin`` of
-        it; a schedule without an einsum string (more than 52 labels) or with blocks always
-        runs its steps.
+        ``optimize=False`` (one einsum call, asked for) takes the schedule's path.  Otherwise,
+        for a ``measured`` model, None: the steps are kept and the backend measures them
+        against one einsum along the path on the first calls; else `modelled_path`.
         """
         if schedule.einsum is None or schedule.blocking is not None:
             return None
         if optimize == "direct":
             return tuple(schedule.path)
+        return None if self.measured else self.modelled_path(schedule, optimize)
+
+    def modelled_path(self, schedule: Any, optimize: Any = "auto") -> tuple[tuple[int, ...], ...] | None:
+        """The model's pick: the path of one framework einsum, or None for the steps.
+
+        The einsum runs along the cheaper (modelled) of the schedule's path and opt_einsum's
+        ``'auto'`` path (with ``optimize='auto'``), and the steps are picked only when modelled
+        at most ``steps_margin`` of it; a schedule without an einsum string (more than 52
+        labels) or with blocks always runs its steps.
+        """
+        if schedule.einsum is None or schedule.blocking is not None:
+            return None
         cost, path = self.one_einsum_ns(schedule), tuple(schedule.path)
         own = torch_default_path(schedule) if optimize == "auto" else None
         if own is not None and own != path:

@@ -7,10 +7,12 @@ to its functions and any implicit conversion to numpy, so a host round trip fail
 
 from __future__ import annotations
 
+import collections
 import subprocess
 import sys
 import types
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,7 +26,7 @@ from contractions import (
     make_plan,
     make_schedule,
 )
-from contractions.backends import backend_for, backend_named
+from contractions.backends import backend_for, backend_named, measured
 from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL, GpuCostModel
 
 from . import _fake_cupy
@@ -35,9 +37,17 @@ TT = "WCa,Caib,WCi->WCb"
 VOCABULARY = vocabulary()
 
 
+def steps_first(name, run, operands, sync):
+    """A timer (backends/measured.py) under which the steps are always the faster route."""
+    sync()
+    return run(*operands), 1.0 if name == "steps" else 2.0
+
+
 @pytest.fixture
 def cp(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy)
+    monkeypatch.setattr(measured, "_CHOSEN", collections.OrderedDict())   # no choice carried over
+    monkeypatch.setattr(measured, "timer", steps_first)
     _fake_cupy.calls.clear()
     return _fake_cupy
 
@@ -96,8 +106,11 @@ def test_past_52_axes_runs_the_steps(cp):
     np.testing.assert_allclose(got.get().reshape(2, 2), want, rtol=1e-12)
 
 
-def test_products_run_on_cupy_matmul_and_no_einsum_by_default(cp):
+def test_products_run_on_cupy_matmul_and_no_einsum_once_the_steps_measure_faster(cp):
     x, c, z = (cp.asarray(a) for a in tt_operands(np.random.default_rng(0)))
+    for _ in range(measured.ROUNDS * 3):   # the measuring calls (steps, and two einsum routes)
+        contract(TT, x, c, z)
+    cp.calls.clear()
     contract(TT, x, c, z)
     assert cp.calls["matmul"] >= 1 and cp.calls["einsum"] == 0
 
@@ -219,18 +232,27 @@ def test_gpu_schedules_are_steps_of_products_or_one_einsum():
         assert schedule.strategy == "direct" or all(s.kernel in ("matmul", "multiply") for s in schedule.steps)
 
 
-def test_torch_on_cuda_runs_one_einsum_unless_the_steps_clearly_win():
+def test_torch_on_cuda_models_one_einsum_unless_the_steps_clearly_win():
     plan = make_plan(TT, ((4, 2, 3), (2, 3, 5, 6), (4, 2, 5)), ())
-    assert make_schedule(plan, use_einsum=False, cost_model=TORCH_CUDA_MODEL).strategy == "direct"
-    # a model whose einsum were far dearer than its kernels keeps the steps
+    schedule = make_schedule(plan, use_einsum=False, cost_model=TORCH_CUDA_MODEL)
+    assert schedule.strategy == "pairwise"   # the steps are kept: the route is measured on CUDA
+    assert TORCH_CUDA_MODEL.modelled_path(schedule) is not None   # the model's own pick: one einsum
+    unmeasured = replace(TORCH_CUDA_MODEL, measured=False)
+    assert make_schedule(plan, use_einsum=False, cost_model=unmeasured).strategy == "direct"
+    # a model whose einsum were far dearer than its kernels picks the steps
     dear = GpuCostModel(ns_per_kernel=1.0, ns_per_view=1.0, ns_per_einsum_call=1e6,
-                        ns_per_einsum_pair=1e6, ns_per_einsum_kernel=1.0)
+                        ns_per_einsum_pair=1e6, ns_per_einsum_kernel=1.0, measured=False)
     assert make_schedule(plan, use_einsum=False, cost_model=dear).strategy == "pairwise"
+    assert dear.modelled_path(schedule) is None
 
 
-def test_torch_tensor_on_cuda_takes_the_gpu_entry():
+def test_torch_tensor_on_cuda_takes_the_gpu_entry(monkeypatch):
     torch = pytest.importorskip("torch")
     from contractions import backends
+    from contractions.backends import torch_backend
+
+    monkeypatch.setattr(torch_backend, "_sync", lambda device: None)   # a CPU torch has no CUDA to wait for
+    monkeypatch.setattr(measured, "_CHOSEN", collections.OrderedDict())
 
     assert backends._torch_on_device(types.SimpleNamespace(is_cuda=True)).cost_model is TORCH_CUDA_MODEL
     assert backend_for([torch.ones(2)]) is backend_named("torch")
@@ -244,7 +266,8 @@ def test_torch_tensor_on_cuda_takes_the_gpu_entry():
     ops = [torch.from_numpy(a).as_subclass(CudaLooking) for a in (x, c, z)]
     entry = backend_for(ops)
     assert entry.name == "torch" and entry.cost_model is TORCH_CUDA_MODEL
-    assert explanation(TT, *ops).strategy == "direct"            # one torch.einsum
+    assert explanation(TT, *ops).strategy == "pairwise"          # steps kept, the route measured
+    assert "chosen by measurement" in explain(TT, *ops)
     assert "GPU time model" in explain(TT, *ops, optimize="greedy", memory_limit=40)   # blocked: steps
     got = contract(TT, *ops)
     np.testing.assert_allclose(np.asarray(got.detach().as_subclass(torch.Tensor)),

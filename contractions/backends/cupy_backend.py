@@ -5,8 +5,11 @@ with an `ArrayOps` built from the ``cupy`` namespace: batched products are ``cup
 (cuBLAS), gathers ``cupy.ascontiguousarray``, sums ``ndarray.sum``, views CuPy's own
 ``transpose``/``reshape``/``diagonal``; nothing goes through the host.  The registry entry
 declares ``uses_einsum=False`` and ``cost_model=CUPY_MODEL`` (``contractions/gpu_model.py``): the
-schedule's steps are matmuls and multiplies priced for the GPU, or, where that model says so,
-the whole call is one ``cupy.einsum`` along the schedule's path (``strategy == 'direct'``).
+schedule's steps are matmuls and multiplies priced for the GPU.  Which route a call runs is
+measured (``backends/measured.py``): on a shape's first calls the runner times the steps, one
+``cupy.einsum`` along the schedule's path and, with three operands or more, ``cupy.einsum`` in
+its own order (left to right), and keeps the fastest.  ``optimize=False``
+(``strategy == 'direct'``) is one ``cupy.einsum`` along the path, as asked.
 
 numpy scalars and Python numbers mix in (each goes to the device as a 0-d array, as
 ``cupy.asarray`` makes it); a numpy array or list among CuPy operands is refused by the registry
@@ -31,8 +34,10 @@ import numpy as np
 from ..gpu_model import CUPY_MODEL
 from ..schedule import Schedule, describe_schedule
 from .compile import ArrayOps, compile_schedule
+from .measured import MeasuredRoute, measured_seconds, one_einsum_schedule, remembered
 
-__all__ = ["compile", "cupy_ops", "describe", "out_type", "write_out"]
+__all__ = ["ROUTES", "compile", "cupy_ops", "describe", "measured_route", "out_type", "route_seconds",
+           "routes", "write_out"]
 
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
 RUNS_SCHEDULE_STEPS = True
@@ -83,17 +88,76 @@ def _einsum_along(einsum: Callable[..., Any], path: list[Any], subscripts: str, 
     return einsum(subscripts, *arrays, optimize=path)
 
 
-def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., Any]:
-    """The callable running ``schedule`` on CuPy arrays (``preferred_element_type`` casts
-    first)."""
-    cp = _cupy()
+#: the routes a CuPy call may take (`routes`), as the benchmark's forced columns name them
+ROUTES = ("steps", "one_einsum", "cupy_einsum")
+
+
+def _left_to_right(n: int) -> tuple[tuple[int, int], ...]:
+    return tuple((0, 1) for _ in range(n - 1))
+
+
+def _direct(cp: Any, schedule: Schedule, path: Any, target: Any) -> Callable[..., Any]:
+    """One ``cupy.einsum`` on the schedule's string: along ``path``, or (None) in its own order
+    (left to right)."""
     ops = cupy_ops(cp)
-    if schedule.strategy == "direct" and len(schedule.inputs) > 2:
+    if path is not None and len(schedule.inputs) > 2:
         # cupy.einsum contracts left to right unless handed a path ('einsum_path' form)
-        ops = replace(ops, einsum=functools.partial(_einsum_along, cp.einsum,
-                                                    ["einsum_path", *schedule.path]))
+        ops = replace(ops, einsum=functools.partial(_einsum_along, cp.einsum, ["einsum_path", *path]))
+    return compile_schedule(one_einsum_schedule(schedule, path or _left_to_right(len(schedule.inputs))),
+                            ops, target)
+
+
+def routes(schedule: Schedule) -> tuple[str, ...]:
+    """The routes measured for ``schedule`` (one: nothing to measure): ``'steps'``, the
+    schedule's steps; ``'one_einsum'``, one ``cupy.einsum`` along its path; ``'cupy_einsum'``,
+    ``cupy.einsum`` in its own order, left to right (three operands or more; the caller's
+    ``cupy.einsum``, which the schedule's path on CuPy need not beat, and whose path argument
+    is handled in Python, so even the same pairs may time differently)."""
+    if schedule.strategy == "direct":
+        return ("one_einsum",)
+    if schedule.einsum is None or schedule.blocking is not None:
+        return ("steps",)
+    return ("steps", "one_einsum", "cupy_einsum") if len(schedule.inputs) > 2 else ("steps", "one_einsum")
+
+
+def _model_pick(schedule: Schedule) -> str:
+    return "steps" if CUPY_MODEL.modelled_path(schedule, schedule.optimizer) is None else "one_einsum"
+
+
+def _capturing(cp: Any) -> bool:
+    try:
+        return bool(cp.cuda.get_current_stream().is_capturing())
+    except Exception:   # a CuPy without stream capture (or the CPU stand-in)
+        return False
+
+
+def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = None) -> Callable[..., Any]:
+    """The callable running ``schedule`` on CuPy arrays (``preferred_element_type`` casts
+    first): its route measured on the first calls (`routes`), or ``route``, forced."""
+    cp = _cupy()
     target = options.preferred_element_type
-    run = compile_schedule(schedule, ops, None if target is None else np.dtype(target))
+    target = None if target is None else np.dtype(target)
+    names = routes(schedule)
+    if route is not None and route not in names:
+        raise ValueError(f"route {route!r} is not one of this schedule's routes {names}")
+
+    def build(name: str) -> Callable[..., Any]:
+        if name == "steps":
+            return compile_schedule(schedule, cupy_ops(cp), target)
+        return _direct(cp, schedule, schedule.path if name == "one_einsum" else None, target)
+
+    if route is not None or len(names) == 1:
+        run = build(route or names[0])
+    else:
+        def settle(chosen: Callable[..., Any]) -> None:
+            nonlocal run
+            run = chosen
+
+        device = cp.cuda.Device
+        chooser = MeasuredRoute([(name, build(name)) for name in names], _model_pick(schedule), settle,
+                                sync=lambda: device().synchronize(), key=_key(schedule, target),
+                                capturing=lambda: _capturing(cp))
+        run = chooser.entry()
     host = np.ndarray
     asarray = cp.asarray
 
@@ -108,6 +172,22 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., Any]:
     return execute
 
 
+def _key(schedule: Schedule, target: Any) -> tuple[Any, ...]:
+    return ("cupy", schedule.einsum, schedule.shapes, schedule.path, str(target))
+
+
+def measured_route(schedule: Schedule, preferred_element_type: Any = None) -> str | None:
+    """The route measured for ``schedule`` in this process (None: not measured yet)."""
+    target = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    return remembered(_key(schedule, target))
+
+
+def route_seconds(schedule: Schedule, preferred_element_type: Any = None) -> dict[str, float]:
+    """Each route's best measured time (seconds) for ``schedule`` in this process."""
+    target = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    return measured_seconds(_key(schedule, target))
+
+
 def out_type() -> type:
     """The array type ``out=`` must be (a CuPy array, on the device)."""
     return _cupy().ndarray  # type: ignore[no-any-return]
@@ -120,12 +200,21 @@ def write_out(out: Any, result: Any, casting: str = "safe") -> None:
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
-    """What runs, for ``explain``: one ``cupy.einsum`` along the schedule's path, or the
-    schedule's steps on CuPy operations; with the GPU time model's price of each route."""
+    """What runs, for ``explain``: one ``cupy.einsum`` along the schedule's path (asked for),
+    or the routes measured on the first calls, with the GPU time model's price of each."""
     if schedule.strategy == "direct":
         return [f"one cupy.einsum {schedule.einsum!r} along the schedule's path (GPU time model: "
                 f"{CUPY_MODEL.one_einsum_ns(schedule) / 1e3:.3g} us)"]
     head = f"on the device (CuPy), GPU time model {CUPY_MODEL.steps_ns(schedule) / 1e3:.3g} us"
-    if schedule.einsum is not None and schedule.blocking is None:
+    names = routes(schedule)
+    lines = []
+    if len(names) > 1:
         head += f" (one cupy.einsum: {CUPY_MODEL.one_einsum_ns(schedule) / 1e3:.3g} us)"
-    return [head + ":"] + ["  " + line for line in describe_schedule(schedule, plan.expansion.readable_symbol)]
+        what = {"steps": "these steps", "one_einsum": "one cupy.einsum along the path",
+                "cupy_einsum": "cupy.einsum in its own order"}
+        target = options.preferred_element_type
+        known = measured_route(schedule, target)
+        lines.append("route: chosen by measurement on this shape's first calls, the fastest of "
+                     + ", ".join(what[n] for n in names) + f"; the GPU model's pick: {what[_model_pick(schedule)]}"
+                     + (f"; measured: {what[known]}" if known else ""))
+    return [head + ":"] + ["  " + line for line in describe_schedule(schedule, plan.expansion.readable_symbol)] + lines

@@ -16,7 +16,11 @@ operands.
 What runs is the schedule's: its steps, or (``strategy == 'direct'``) one ``torch.einsum``
 along ``schedule.path`` handed to torch's C++ einsum, so no path is searched on a call.  The
 torch cost model (``contractions/torch_model.py``, declared on the registry entry) made that
-choice when the schedule was planned; `torch_route` only reads it.  The result of a pure
+choice when the schedule was planned; `torch_route` only reads it.  On a CUDA device the GPU
+time model keeps the steps and the route is measured instead (`cuda_routes`,
+``backends/measured.py``): the shape's first calls time the steps against one ``torch.einsum``
+along the path (and along opt_einsum's ``'auto'`` path, torch's own, where it differs) and the
+fastest is kept; CPU tensors are never timed.  The result of a pure
 permutation or diagonal is what ``torch.einsum`` returns, a view of the operand (numpy's
 backend copies instead).  Two torch-specific ways of running it, fixed in `compile`:
 
@@ -43,13 +47,15 @@ from typing import Any
 
 import torch
 
+from ..gpu_model import TORCH_CUDA_MODEL, GpuCostModel
 from ..schedule import Schedule, describe_schedule, schedule_labels
-from ..torch_model import TORCH_MODEL
+from ..torch_model import TORCH_MODEL, torch_default_path
 from . import torch_compile_hook
 from .compile import ArrayOps, _finish_fn, compile_schedule
+from .measured import MeasuredRoute, measured_seconds, remembered
 
-__all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "describe",
-           "torch_dtype", "torch_route"]
+__all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "cuda_routes", "describe",
+           "measured_route", "route_seconds", "torch_dtype", "torch_route"]
 
 TORCH_EINSUM_LETTERS = string.ascii_letters
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
@@ -233,15 +239,96 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
     return execute
 
 
-def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.Tensor]:
-    """The torch callable for ``schedule`` (operands converted and promoted first)."""
-    route, _ = torch_route(schedule)
-    if schedule.blocking is not None:
-        run = _compile_blocked(schedule)
-    elif route == "einsum":
-        run = _einsum_along_path(schedule)
+def cuda_routes(schedule: Schedule) -> dict[str, Any]:
+    """The routes measured for a schedule the GPU time model planned (torch on CUDA): name ->
+    None (the steps) or the path of one ``torch.einsum``; empty for any other schedule (planned
+    for the CPU, one einsum asked for, blocked, past 52 labels), which runs as it says.
+
+    ``'steps'``, ``'one_einsum'`` (along the schedule's path) and, where opt_einsum's
+    ``'auto'`` path (what ``torch.einsum`` itself takes) differs, ``'einsum_auto_path'``.
+    """
+    if (schedule.priced_by != GpuCostModel.priced_by or schedule.strategy != "pairwise"
+            or schedule.einsum is None or schedule.blocking is not None):
+        return {}
+    found: dict[str, Any] = {"steps": None, "one_einsum": tuple(schedule.path)}
+    own = torch_default_path(schedule) if schedule.optimizer == "auto" else None
+    if own is not None and own != tuple(schedule.path):
+        found["einsum_auto_path"] = own
+    return found
+
+
+def _model_pick(schedule: Schedule, found: dict[str, Any]) -> str:
+    path = TORCH_CUDA_MODEL.modelled_path(schedule, schedule.optimizer)
+    return next((name for name, p in found.items() if p == path), "one_einsum")
+
+
+def _on_cuda(operands: Sequence[Any]) -> bool:
+    return getattr(operands[0], "is_cuda", False) is True
+
+
+def _sync(device: Any) -> None:
+    torch.cuda.synchronize(device)
+
+
+def _capturing() -> bool:
+    try:
+        return bool(torch.cuda.is_current_stream_capturing())
+    except Exception:   # a torch built without CUDA
+        return False
+
+
+def _key(schedule: Schedule, target: Any) -> tuple[Any, ...]:
+    return ("torch", schedule.einsum, schedule.shapes, schedule.path, str(target))
+
+
+def measured_route(schedule: Schedule, preferred_element_type: Any = None) -> str | None:
+    """The route measured for ``schedule`` on CUDA in this process (None: not yet)."""
+    return remembered(_key(schedule, preferred_element_type))
+
+
+def route_seconds(schedule: Schedule, preferred_element_type: Any = None) -> dict[str, float]:
+    """Each route's best measured time (seconds) for ``schedule`` on CUDA in this process."""
+    return measured_seconds(_key(schedule, preferred_element_type))
+
+
+def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = None) -> Callable[..., torch.Tensor]:
+    """The torch callable for ``schedule`` (operands converted and promoted first).  A schedule
+    the GPU time model planned measures its `cuda_routes` on its first CUDA calls, unless
+    ``route`` forces one."""
+    found = cuda_routes(schedule)
+    if route is not None and route not in found:
+        raise ValueError(f"route {route!r} is not one of this schedule's routes {tuple(found)}")
+    run: Callable[..., torch.Tensor]
+    if route is not None:
+        run = compile_schedule(schedule, TORCH_OPS) if found[route] is None else (
+            _einsum_along_path(schedule, found[route]))
+    elif found:
+        def settle(chosen: Callable[..., torch.Tensor]) -> None:
+            nonlocal run
+            run = chosen
+
+        device: list[Any] = [None]   # the operands' CUDA device: the one to wait for
+
+        def measures(ops: Sequence[Any]) -> bool:
+            if not _on_cuda(ops):
+                return False
+            device[0] = ops[0].device
+            return True
+
+        candidates = [(name, compile_schedule(schedule, TORCH_OPS) if path is None
+                       else _einsum_along_path(schedule, path)) for name, path in found.items()]
+        chooser = MeasuredRoute(candidates, _model_pick(schedule, found), settle, sync=lambda: _sync(device[0]),
+                                key=_key(schedule, options.preferred_element_type),
+                                measures=measures, capturing=lambda: _capturing())
+        run = chooser.entry()
     else:
-        run = compile_schedule(schedule, TORCH_OPS)
+        route_, _ = torch_route(schedule)
+        if schedule.blocking is not None:
+            run = _compile_blocked(schedule)
+        elif route_ == "einsum":
+            run = _einsum_along_path(schedule)
+        else:
+            run = compile_schedule(schedule, TORCH_OPS)
     traced = _traced_einsum(plan, schedule) if torch_route(schedule, traced=True)[0] == "einsum" else run
     target = options.preferred_element_type
     compiling = torch.compiler.is_compiling
@@ -270,7 +357,17 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., torch.
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``: the schedule's steps on torch operations, or the one
-    ``torch.einsum`` along its path that the torch cost model chose for the schedule."""
+    ``torch.einsum`` along its path that the torch cost model chose for the schedule; on CUDA,
+    the routes measured on the first calls (`cuda_routes`)."""
+    found = cuda_routes(schedule)
+    if found:
+        what = {"steps": "these steps", "one_einsum": "one torch.einsum along the path",
+                "einsum_auto_path": "one torch.einsum along opt_einsum's 'auto' path (torch's own)"}
+        known = measured_route(schedule, options.preferred_element_type)
+        return describe_schedule(schedule, plan.expansion.readable_symbol) + [
+            "route (CUDA): chosen by measurement on this shape's first calls, the fastest of "
+            + ", ".join(what[n] for n in found) + f"; the GPU model's pick: {what[_model_pick(schedule, found)]}"
+            + (f"; measured: {what[known]}" if known else "")]
     route, path = torch_route(schedule)
     if route == "einsum":
         lines = [f"one torch.einsum {schedule.einsum!r} along the schedule's path (torch time model: "

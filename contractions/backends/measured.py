@@ -1,0 +1,191 @@
+"""The route of a CUDA call, chosen by measurement on the shape's first calls (CuPy, torch CUDA).
+
+A schedule for a GPU can run two ways, both correct: its own steps (batched matmuls, gathers,
+sums, one Python call each) or one framework einsum along its path (``cupy.einsum``,
+``torch.einsum``).  Which is faster depends on launch and dispatch costs that the GPU time
+model (``contractions/gpu_model.py``) only estimates; on an H200 the estimates picked the slower
+route on a few strings in ten.  So, as FFTW plans by measuring, a CUDA runner times the
+candidate routes on its own first calls and keeps the fastest (dev/decisions.md, decision 49):
+
+- each of the first ``ROUNDS`` rounds runs every candidate once, in turn, each timed between
+  two device syncs (the caller's arguments, the caller's result: every measuring call is a
+  real call and returns its result);
+- the first round is a warm-up (a kernel compiled, a cuBLAS handle made) and is not counted; a
+  candidate slower than ``DROP_FACTOR`` times the best one in a counted round is dropped;
+- the fastest by its best counted time is kept for every later call, without syncs; the choice
+  is remembered per problem (`remembered`), so a new runner for the same einsum, shapes and
+  path (``contract_expression``, an evicted cache entry) starts with it.
+
+A candidate that raises (the framework einsum out of device memory) is dropped and the next one
+runs the call.  While a CUDA graph is being captured nothing is timed (a sync is not allowed
+there): the GPU model's pick runs.  Nothing here runs on the CPU: the torch backend measures
+only tensors on a CUDA device, and numpy never comes here.  Results of the routes agree
+within float rounding, not bit for bit (they sum in different orders).
+
+The clock is injectable: `timer` (a module attribute, replaced in tests) runs one candidate
+and returns its result and seconds.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..schedule import Finish, Schedule
+
+__all__ = ["DROP_FACTOR", "ROUNDS", "MeasuredRoute", "device_timer", "measured_seconds", "one_einsum_schedule",
+           "remembered", "timer"]
+
+#: rounds of measuring calls (every candidate once per round); the first is not counted
+ROUNDS = 4
+#: a candidate slower than this times the best one, in a counted round, is dropped
+DROP_FACTOR = 3.0
+#: problems whose chosen route is remembered (least recently chosen forgotten first)
+REMEMBERED = 1024
+
+Route = tuple[str, Callable[..., Any]]
+
+
+def one_einsum_schedule(schedule: Schedule, path: Any) -> Schedule:
+    """``schedule`` (unblocked, with an einsum string) as one einsum call along ``path``: the
+    ``'direct'`` schedule the GPU model would have made (`schedule.as_one_einsum`)."""
+    return replace(schedule, strategy="direct", preparations=(), steps=(), path=tuple(path),
+                   finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
+
+
+def device_timer(name: str, run: Callable[..., Any], operands: Sequence[Any],
+                 sync: Callable[[], None]) -> tuple[Any, float]:
+    """Run one candidate on ``operands`` between two device syncs: (its result, seconds)."""
+    perf = time.perf_counter
+    sync()
+    start = perf()
+    result = run(*operands)
+    sync()
+    return result, perf() - start
+
+
+#: how a candidate is timed: ``timer(name, run, operands, sync) -> (result, seconds)``
+timer: Callable[[str, Callable[..., Any], Sequence[Any], Callable[[], None]], tuple[Any, float]] = device_timer
+
+# problem key -> (the route chosen, each route's best counted seconds: empty when not timed)
+_CHOSEN: collections.OrderedDict[Any, tuple[str, dict[str, float]]] = collections.OrderedDict()
+_LOCK = threading.Lock()
+
+
+def remembered(key: Any) -> str | None:
+    """The route measured for the problem ``key`` (a `MeasuredRoute`'s key), or None."""
+    with _LOCK:
+        found = _CHOSEN.get(key)
+    return None if found is None else found[0]
+
+
+def measured_seconds(key: Any) -> dict[str, float]:
+    """Each route's best counted time (seconds) for the problem ``key``, as measured when its
+    route was chosen (empty: not measured in this process, or chosen without timing)."""
+    with _LOCK:
+        found = _CHOSEN.get(key)
+    return {} if found is None else dict(found[1])
+
+
+def _remember(key: Any, name: str, seconds: dict[str, float] | None = None) -> None:
+    with _LOCK:
+        _CHOSEN[key] = (name, dict(seconds or {}))
+        _CHOSEN.move_to_end(key)
+        while len(_CHOSEN) > REMEMBERED:
+            _CHOSEN.popitem(last=False)
+
+
+class MeasuredRoute:
+    """A runner that measures its ``candidates`` (name, callable) on its first calls and then
+    hands the fastest to ``settle`` (which makes it the runner's route from then on); the
+    runner starts with `entry`.
+
+    ``sync``: waits for the device; ``measures(operands)``: whether this call's operands are
+    measured at all (False: ``settle(default)`` at once, nothing timed: torch on the CPU);
+    ``capturing()``: a CUDA graph is being captured (run ``default`` untimed); ``default``: the
+    candidate that runs then (the GPU model's pick); ``key``: the problem, for `remembered`.
+    """
+
+    def __init__(self, candidates: Sequence[Route], default: str, settle: Callable[[Callable[..., Any]], None],
+                 sync: Callable[[], None], key: Any,
+                 measures: Callable[[Sequence[Any]], bool] | None = None,
+                 capturing: Callable[[], bool] | None = None) -> None:
+        self.routes = dict(candidates)
+        self.default = default if default in self.routes else next(iter(self.routes))
+        self.settle_fn = settle
+        self.sync = sync
+        self.key = key
+        self.measures = measures
+        self.capturing = capturing
+        self.best: dict[str, float] = {}
+        self.measured: dict[str, float] = {}   # every route's best counted time, dropped ones too
+        self.round = 0
+        self.pending: list[str] = list(self.routes)
+        self.chosen: str | None = None
+        with _LOCK:
+            found = _CHOSEN.get(key)
+        if found is not None and found[0] in self.routes:
+            self.chosen = found[0]
+        elif len(self.routes) == 1:
+            self.chosen = self.default
+            _remember(key, self.chosen)
+
+    def entry(self) -> Callable[..., Any]:
+        """What the runner calls first: the route already known (remembered for this problem,
+        or the only candidate), else this measuring runner."""
+        return self if self.chosen is None else self.routes[self.chosen]
+
+    def _settle(self, name: str) -> None:
+        self.chosen = name
+        _remember(self.key, name, self.measured)
+        self.settle_fn(self.routes[name])
+
+    def __call__(self, *operands: Any) -> Any:
+        if self.chosen is not None:   # settled by another thread meanwhile
+            return self.routes[self.chosen](*operands)
+        if self.measures is not None and not self.measures(operands):
+            self.chosen = self.default   # not on a CUDA device: the schedule's route, never timed
+            run = self.routes[self.default]
+            self.settle_fn(run)
+            return run(*operands)
+        if self.capturing is not None and self.capturing():
+            return self.routes[self.default](*operands)
+        while True:
+            if not self.pending:   # a round ended in a dropped candidate
+                self._next_round()
+            if self.chosen is not None:
+                return self.routes[self.chosen](*operands)
+            name = self.pending.pop(0)
+            try:
+                result, seconds = timer(name, self.routes[name], operands, self.sync)
+            except Exception:
+                if len(self.routes) == 1:
+                    raise   # the last candidate's error is the call's
+                del self.routes[name]   # (the framework einsum out of memory, say): drop it
+                self.best.pop(name, None)
+                if self.default == name:
+                    self.default = next(iter(self.routes))
+                continue
+            if self.round > 0:
+                self.best[name] = min(seconds, self.best.get(name, seconds))
+                self.measured[name] = self.best[name]
+            if not self.pending:
+                self._next_round()
+            return result
+
+    def _next_round(self) -> None:
+        self.round += 1
+        if self.round > 1 and self.best:
+            fastest = min(self.best.values())
+            for name in [n for n, t in self.best.items() if t > DROP_FACTOR * fastest]:
+                del self.routes[name]
+                del self.best[name]
+        if len(self.routes) == 1 or self.round >= ROUNDS:
+            pool = self.best or {name: 0.0 for name in self.routes}
+            self._settle(min(pool, key=lambda n: (pool[n], n != self.default)))
+            return
+        self.pending = list(self.routes)
