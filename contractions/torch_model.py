@@ -315,13 +315,15 @@ def torch_default_path(schedule: Any) -> tuple[tuple[int, ...], ...] | None:
     """The path ``torch.einsum`` would take (opt_einsum ``'auto'`` on the schedule's shapes)."""
     if len(schedule.inputs) < 3 or schedule.einsum is None:
         return None
-    import opt_einsum  # a core dependency; imported here to keep importing this module free
+    from opt_einsum import paths  # a core dependency; imported here to keep importing this module free
 
     lhs, out = schedule.einsum.split("->")
-    sizes = {ch: n for term, shape in zip(lhs.split(","), schedule.shapes)
-             for ch, n in zip(term, shape) if n != 1}
-    shapes = [tuple(sizes.get(ch, 1) for ch in term) for term in lhs.split(",")]
-    path, _ = opt_einsum.contract_path(schedule.einsum, *shapes, shapes=True, optimize="auto")
+    terms = lhs.split(",")
+    sizes = {ch: 1 for term in terms for ch in term}
+    sizes.update({ch: n for term, shape in zip(terms, schedule.shapes)
+                  for ch, n in zip(term, shape) if n != 1})
+    # (what opt_einsum.contract_path(..., optimize='auto') runs, without its parsing and report)
+    path = paths.auto([frozenset(term) for term in terms], frozenset(out), sizes, None)
     return tuple(tuple(int(k) for k in pair) for pair in path)
 
 

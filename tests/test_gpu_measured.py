@@ -118,6 +118,19 @@ def test_cupy_real_timer_syncs_the_device_while_measuring_only(cp, monkeypatch):
     assert len(synced) == before
 
 
+def test_the_device_timer_times_back_to_back_calls_between_two_syncs():
+    events = []
+
+    def run(x):
+        events.append("call")
+        return x + len(events)
+
+    result, seconds = measured.device_timer("steps", run, (np.zeros(2),), lambda: events.append("sync"))
+    assert events == ["sync"] + ["call"] * measured.PIPELINED + ["sync"]
+    np.testing.assert_array_equal(result, np.full(2, measured.PIPELINED + 1.0))   # the last call's
+    assert seconds >= 0
+
+
 def test_cupy_a_failing_candidate_is_dropped_and_the_call_still_answers(cp, monkeypatch, request):
     timer = install(monkeypatch, {"steps": 2.0, "one_einsum": 1.0, "cupy_einsum": 1.0})
 

@@ -7,9 +7,9 @@ model (``contractions/gpu_model.py``) only estimates; on an H200 the estimates p
 route on a few strings in ten.  So, as FFTW plans by measuring, a CUDA runner times the
 candidate routes on its own first calls and keeps the fastest (dev/decisions.md, decision 49):
 
-- each of the first ``ROUNDS`` rounds runs every candidate once, in turn, each timed between
-  two device syncs (the caller's arguments, the caller's result: every measuring call is a
-  real call and returns its result);
+- each of the first ``ROUNDS`` rounds runs every candidate once, in turn, each timed over
+  `PIPELINED` calls back to back between two device syncs (the caller's arguments, the
+  caller's result: every measuring call is a real call and returns its result);
 - the first round is a warm-up (a kernel compiled, a cuBLAS handle made) and is not counted; a
   candidate slower than ``DROP_FACTOR`` times the best one in a counted round is dropped;
 - the fastest by its best counted time is kept for every later call, without syncs; the choice
@@ -37,7 +37,7 @@ from typing import Any
 
 from ..schedule import Finish, Schedule
 
-__all__ = ["DROP_FACTOR", "ROUNDS", "MeasuredRoute", "device_timer", "measured_seconds", "one_einsum_schedule",
+__all__ = ["DROP_FACTOR", "PIPELINED", "ROUNDS", "MeasuredRoute", "device_timer", "measured_seconds", "one_einsum_schedule",
            "remembered", "timer"]
 
 #: rounds of measuring calls (every candidate once per round); the first is not counted
@@ -57,15 +57,23 @@ def one_einsum_schedule(schedule: Schedule, path: Any) -> Schedule:
                    finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
 
 
+#: calls of a candidate timed back to back between two syncs (their mean is its time)
+PIPELINED = 3
+
+
 def device_timer(name: str, run: Callable[..., Any], operands: Sequence[Any],
                  sync: Callable[[], None]) -> tuple[Any, float]:
-    """Run one candidate on ``operands`` between two device syncs: (its result, seconds)."""
+    """Run one candidate `PIPELINED` times on ``operands`` between two device syncs: (its last
+    result, seconds per call).  Back to back, as a caller's loop runs it: the host launches the
+    next call while the device still works on the last, so a route is timed by what bounds it
+    in a loop (its launches or its kernels), not by the two added together."""
     perf = time.perf_counter
     sync()
     start = perf()
-    result = run(*operands)
+    for _ in range(PIPELINED):
+        result = run(*operands)
     sync()
-    return result, perf() - start
+    return result, (perf() - start) / PIPELINED
 
 
 #: how a candidate is timed: ``timer(name, run, operands, sync) -> (result, seconds)``
