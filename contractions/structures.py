@@ -178,6 +178,7 @@ _LOCK = threading.Lock()
 
 
 def known_structure(key: tuple[Any, ...]) -> Structure | None:
+    """The structure kept for ``key`` (`structure_key_of`), or None."""
     return _STRUCTURES.get(key)
 
 

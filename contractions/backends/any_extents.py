@@ -54,13 +54,19 @@ def _view(spec: Spec, perm: tuple[int, ...] | None, gather: bool, contiguous_fir
     shape, permute, reshape, contiguous, swap = (_resolver(spec), ops.permute, ops.reshape,
                                                  ops.contiguous, ops.swap_last)
 
+    if gather:   # (a gather is C-ordered by its copy: nothing before it, no swap after)
+        def gathered(x: Any, ext: Any) -> Any:
+            if perm is not None:
+                x = permute(x, perm)
+            return reshape(contiguous(x), shape(ext))
+
+        return gathered
+
     def view(x: Any, ext: Any) -> Any:
         if contiguous_first:
             x = contiguous(x)
         if perm is not None:
             x = permute(x, perm)
-        if gather:
-            x = contiguous(x)
         x = reshape(x, shape(ext))
         return swap(x) if swap_last else x
 
