@@ -576,20 +576,39 @@ def _fewest_flops(terms: list[Labels], output: Labels,
                   extents: dict[int, int]) -> tuple[tuple[int, ...], ...]:
     """The candidate path of fewest FLOPs, counted without pricing any step: every pairwise
     order up to four operands (the first of equal counts wins), opt_einsum's greedy path past
-    that (its auto/dp/cotengra searches cost more than a quick plan may spend)."""
+    that (its auto/dp/cotengra searches cost more than a quick plan may spend).
+
+    A working term is known by the operands it covers: its labels (those still needed by the
+    output or an operand outside it) and each merge's count are found once and shared by the
+    paths that make them (18 paths of four operands make 25 distinct merges, not 54).
+    """
     if len(terms) > 4:
         return _find_path("greedy", terms, output, extents)
     if len(terms) <= 2:
         return _candidate_paths(terms, output, extents)[0]
+    everyone = frozenset(range(len(terms)))
+    labels_of: dict[frozenset[int], Labels] = {frozenset((k,)): t for k, t in enumerate(terms)}
+    merges: dict[tuple[frozenset[int], frozenset[int]], int] = {}
+
+    def merge(a: frozenset[int], b: frozenset[int]) -> int:
+        key = (a, b)
+        found = merges.get(key)
+        if found is None:
+            both = tuple(dict.fromkeys(labels_of[a] + labels_of[b]))
+            union = a | b
+            keep = set(output).union(*(terms[k] for k in everyone - union))
+            found = merges[key] = _flop_count(both, any(lab not in keep for lab in both), 2, extents)
+            if union not in labels_of:
+                labels_of[union] = tuple(lab for lab in both if lab in keep)
+        return found
+
     best, fewest = None, 0
     for path in _candidate_paths(terms, output, extents):
-        current, total = list(terms), 0
+        current = [frozenset((k,)) for k in range(len(terms))]
+        total = 0
         for i, j in path:
-            rest = [t for k, t in enumerate(current) if k not in (i, j)]
-            keep = set(output).union(*rest)
-            both = tuple(dict.fromkeys(current[i] + current[j]))
-            total += _flop_count(both, any(lab not in keep for lab in both), 2, extents)
-            current = rest + [tuple(lab for lab in both if lab in keep)]
+            total += merge(current[i], current[j])
+            current = [c for k, c in enumerate(current) if k not in (i, j)] + [current[i] | current[j]]
         if best is None or total < fewest:
             best, fewest = path, total
     assert best is not None
