@@ -493,7 +493,8 @@ def _structure(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...],
 
     return Structure(plan, layouts, backend.uses_einsum, model, limit,
                      compile_direct, compile_steps, provisional,
-                     runs_cheap_plans=getattr(model, "cheap_first_plans", True))
+                     runs_cheap_plans=getattr(model, "cheap_first_plans", True),
+                     one_call_for_steps=backend is not _NUMPY)
 
 
 def _sublist_call(first: Any, operands: tuple[Any, ...],

@@ -79,14 +79,14 @@ class Structure:
 
     __slots__ = ("firsts", "checks", "n_labels", "distinct", "direct_limit", "key", "search",
                  "limit", "compile_direct", "compile_steps", "provisional", "programs",
-                 "runs_cheap_plans")
+                 "runs_cheap_plans", "one_call_for_steps")
 
     def __init__(self, plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
                  cost_model: CostModel, limit: Any,
                  compile_direct: Callable[[Schedule], Callable[..., Any]],
                  compile_steps: Callable[[Schedule, Any], Callable[[Any], Callable[..., Any]] | None],
                  provisional: Callable[..., Callable[..., Any]],
-                 runs_cheap_plans: bool = True) -> None:
+                 runs_cheap_plans: bool = True, one_call_for_steps: bool = False) -> None:
         exp = plan.expansion
         firsts: list[tuple[int, int, int]] = []
         checks: list[tuple[int, int, int]] = []
@@ -106,6 +106,10 @@ class Structure:
         self.direct_limit = (-1 if not fits else math.inf if len(exp.inputs) == 1
                              else cost_model.direct_max_naive_cost(len(self.distinct)))
         self.runs_cheap_plans = runs_cheap_plans   # False: every shape is planned (GPU models)
+        # True (torch): past one einsum call's threshold with no steps planned yet, the
+        # structure's one einsum call runs provisionally (what the model picks for most such
+        # calls), priced by its template scaled by the naive FLOPs, until the full search
+        self.one_call_for_steps = one_call_for_steps
         self.key = structure_key(plan, layouts, use_einsum, cost_model)
         self.search = tiers.search_ns(len(exp.inputs), cost_model)
         self.limit = limit
@@ -147,8 +151,20 @@ class Structure:
         ext = self.extents(shapes)
         if ext is None or 0 in ext or not self.runs_cheap_plans:
             return DECLINED
-        direct = math.prod([ext[lab] for lab in self.distinct]) <= self.direct_limit
+        naive = math.prod([ext[lab] for lab in self.distinct])
+        direct = naive <= self.direct_limit
         program = self._program("direct" if direct else "pairwise")
+        if program is None and not direct and self.one_call_for_steps:
+            one_call = self._program("direct")
+            if one_call is None:
+                return DECLINED
+            template = one_call[0]
+            cost = template.cost_ns * naive / max(1, math.prod(
+                [template.extents[lab] for lab in self.distinct]))
+            upgrade_after = math.ceil(self.search / (SEARCH_FRACTION * max(cost, 1.0)))
+            if upgrade_after <= 1:
+                return DECLINED
+            return self.provisional(one_call[1], upgrade_after, shapes)
         if program is None:
             return DECLINED
         schedule, compiled = program

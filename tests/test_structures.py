@@ -208,3 +208,38 @@ def test_torch_new_shapes_run_the_structures_one_einsum_call(search_is_dear):
         assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
         torch.testing.assert_close(got, torch.einsum(hand, *ops), rtol=1e-10, atol=1e-10)
     assert planned() == before
+
+
+def test_torch_past_one_einsum_calls_threshold_runs_the_one_call_until_its_full_search(search_is_dear):
+    torch = pytest.importorskip("torch")
+    string, hand = "GFa,Gaib,GFi->GFb", "gpfa,gaib,gpfi->gpfb"
+    rng = np.random.default_rng(6)
+
+    def tensors(f, a, i, b):
+        shapes = ((2, 3, f, a), (2, a, i, b), (2, 3, f, i))
+        return [torch.from_numpy(rng.standard_normal(s)) for s in shapes]
+
+    small = tensors(2, 2, 2, 2)
+    contract(string, *small, len_F=2)              # one einsum call: the only template
+    structure = known_structure(structure_key_of(string, small, (("len_F", 2),)))
+    assert structure is not None and structure.one_call_for_steps
+    big = tensors(6, 7, 8, 9)
+    assert 2 * 3 * 6 * 7 * 8 * 9 > structure.direct_limit      # past the threshold
+    before = planned()
+    got = contract(string, *big, len_F=2)
+    assert planned() == before
+    torch.testing.assert_close(got, torch.einsum(hand, *big), rtol=1e-10, atol=1e-10)
+    run = api._HOT[(string, *((torch.Tensor, t.shape, False) for t in big), ("len_F", 2))]
+    assert type(run) is api._Provisional and run.upgrade_after > 1
+    run.upgrade_after = 2
+    again = contract(string, *big, len_F=2)            # the full search runs now
+    assert planned() == before + 1
+    torch.testing.assert_close(again, got, rtol=1e-10, atol=1e-10)
+
+
+def test_numpy_never_runs_one_call_past_its_threshold(search_is_dear):
+    small = operands(((2, 2, 3), (2, 3, 2, 3), (2, 2, 2)))
+    contract(STRING, *small)
+    structure = known_structure(structure_key_of(STRING, small, ()))
+    assert structure is not None and not structure.one_call_for_steps
+    assert structure.runner(MID) is DECLINED     # the steps need their own template
