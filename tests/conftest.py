@@ -10,6 +10,31 @@ import pytest
 
 pytest_plugins = ["contractions.testing.plugin"]
 
+@pytest.fixture
+def nothing_planned():
+    """No structure planned before or after the test: the tiers and the structures' runners
+    depend on what was planned (tests/test_tiers.py, tests/test_structures.py)."""
+    from contractions import api
+    from contractions.schedule import tiers
+    from contractions.structures import clear_structures
+
+    tiers.clear_templates()
+    clear_structures()
+    api._HOT.clear()
+    api._compiled.cache_clear()
+    yield
+    tiers.clear_templates()
+    clear_structures()
+
+
+@pytest.fixture
+def search_is_dear(monkeypatch):
+    """A full search priced far above any call: every first call takes a cheap tier."""
+    from contractions.schedule import tiers
+
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)
+
+
 # The full suite has well over a thousand tests; far fewer means collection went wrong.
 MINIMUM_FULL_SUITE = 500
 

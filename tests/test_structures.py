@@ -23,20 +23,7 @@ MID = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
 MID_OTHER = ((41, 2, 31), (2, 31, 52, 61), (41, 2, 52))
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    tiers.clear_templates()
-    clear_structures()
-    api._HOT.clear()
-    api._compiled.cache_clear()
-    yield
-    tiers.clear_templates()
-    clear_structures()
-
-
-@pytest.fixture
-def search_is_dear(monkeypatch):
-    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)
+pytestmark = pytest.mark.usefixtures("nothing_planned")   # (and search_is_dear: conftest.py)
 
 
 def operands(shapes, seed=0):
@@ -191,14 +178,23 @@ def test_every_new_shape_computes_the_contraction(case, grow, fortran, steps):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_torch_new_shapes_run_the_structures_one_einsum_call(search_is_dear):
-    torch = pytest.importorskip("torch")
-    string, hand = "GFa,Gaib,GFi->GFb", "gpfa,gaib,gpfi->gpfb"
-    rng = np.random.default_rng(5)
+TT_TORCH, TT_TORCH_HAND = "GFa,Gaib,GFi->GFb", "gpfa,gaib,gpfi->gpfb"
+
+
+def _tt_tensors(torch, seed):
+    """``tensors(f, a, i, b)``: random float64 operands of `TT_TORCH` (G = (2,), F = (3, f))."""
+    rng = np.random.default_rng(seed)
 
     def tensors(f, a, i, b):
         shapes = ((2, 3, f, a), (2, a, i, b), (2, 3, f, i))
         return [torch.from_numpy(rng.standard_normal(s)) for s in shapes]
+
+    return tensors
+
+
+def test_torch_new_shapes_run_the_structures_one_einsum_call(search_is_dear):
+    torch = pytest.importorskip("torch")
+    string, hand, tensors = TT_TORCH, TT_TORCH_HAND, _tt_tensors(torch, seed=5)
 
     contract(string, *tensors(4, 5, 6, 7), len_F=2)
     before = planned()
@@ -212,12 +208,7 @@ def test_torch_new_shapes_run_the_structures_one_einsum_call(search_is_dear):
 
 def test_torch_past_one_einsum_calls_threshold_runs_the_one_call_until_its_full_search(search_is_dear):
     torch = pytest.importorskip("torch")
-    string, hand = "GFa,Gaib,GFi->GFb", "gpfa,gaib,gpfi->gpfb"
-    rng = np.random.default_rng(6)
-
-    def tensors(f, a, i, b):
-        shapes = ((2, 3, f, a), (2, a, i, b), (2, 3, f, i))
-        return [torch.from_numpy(rng.standard_normal(s)) for s in shapes]
+    string, hand, tensors = TT_TORCH, TT_TORCH_HAND, _tt_tensors(torch, seed=6)
 
     small = tensors(2, 2, 2, 2)
     contract(string, *small, len_F=2)              # one einsum call: the only template

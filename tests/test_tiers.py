@@ -18,7 +18,6 @@ from contractions.backends.numpy_backend import NUMPY_OPS
 from contractions.schedule import make_schedule, tiers
 from contractions.schedule.extent_specs import extent_specs, peak_at, price_at
 from contractions.schedule.lowering import lower_candidates
-from contractions.structures import clear_structures
 
 from ._strategies import grouped_problems, hand_expand, needed_supplements
 
@@ -28,22 +27,7 @@ STRING = "WCa,Caib,WCi->WCb"
 HAND = "wca,caib,wci->wcb"
 
 
-@pytest.fixture(autouse=True)
-def fresh_structures():
-    """Each test starts with no structure planned (the tiers depend on what was planned)."""
-    tiers.clear_templates()
-    clear_structures()
-    api._HOT.clear()
-    api._compiled.cache_clear()
-    yield
-    tiers.clear_templates()
-    clear_structures()
-
-
-@pytest.fixture
-def search_is_dear(monkeypatch):
-    """A full search priced far above any call here: every first call takes a cheap tier."""
-    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)
+pytestmark = pytest.mark.usefixtures("nothing_planned")   # (and search_is_dear: conftest.py)
 
 
 @pytest.fixture
