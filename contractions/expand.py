@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .caching import byte_bounded_cache
 from .errors import InconsistentError, SupplementError, quoted
-from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse
+from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse, weight_with_parses
 
 __all__ = ["Expansion", "expansion", "expand", "ellipsis_ranks", "symbol_past_letters",
            "EXPAND_CACHE_SIZE"]
@@ -148,7 +148,8 @@ def ellipsis_ranks(parsed: ParsedSubscripts, lengths: tuple[int, ...],
     return tuple(ranks)
 
 
-@byte_bounded_cache(maxsize=EXPAND_CACHE_SIZE, maxbytes=EXPAND_CACHE_BYTES, weigh_results=False)
+@byte_bounded_cache(maxsize=EXPAND_CACHE_SIZE, maxbytes=EXPAND_CACHE_BYTES, weigh_results=False,
+                    weigh_args=weight_with_parses)
 def expand(parsed: ParsedSubscripts, lengths: tuple[int, ...],
            ranks: tuple[int, ...] = ()) -> Expansion:
     """Expand ``parsed`` with ``lengths`` given in ``parsed.groups`` order (cached).

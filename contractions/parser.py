@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from .caching import byte_bounded_cache
+from .caching import byte_bounded_cache, weight
 from .errors import CARET_WINDOW, SubscriptsSyntaxError, caret_line, quoted
 
 __all__ = ["ParsedSubscripts", "parse", "is_group", "is_axis_letter", "ELLIPSIS", "PARSE_CACHE_SIZE",
+           "parsed_weight", "weight_with_parses",
            "PARSE_CACHE_BYTES"]
 
 PARSE_CACHE_SIZE = 4096
@@ -156,7 +157,32 @@ def implicit_output(inputs: tuple[str, ...]) -> str:
     return head + "".join(sorted(ch for ch, n in counts.items() if n == 1 and ch != ELLIPSIS))
 
 
-@byte_bounded_cache(maxsize=PARSE_CACHE_SIZE, maxbytes=PARSE_CACHE_BYTES)
+#: A parse holds its string many times over (terms, output, groups, letters): `weight` counts
+#: about 9 bytes of it per byte of a short string and 16 of a long one.
+PARSED_WEIGHT_PER_STRING = 16
+
+
+def parsed_weight(parsed: ParsedSubscripts) -> int:
+    """What a cache entry holding ``parsed`` is counted as (its string's weight times
+    `PARSED_WEIGHT_PER_STRING`): a new string's first call weighs its parse in several caches,
+    and walking the parse each time cost a quarter of the planning of a small call."""
+    return PARSED_WEIGHT_PER_STRING * weight(parsed.subscripts)
+
+
+def weight_with_parses(args: tuple[Any, ...]) -> int:
+    """A later stage's cache arguments (`contractions.caching`), a parse among them counted by
+    `parsed_weight`; such a cache counts an entry as twice this, its result (lengths, runs, an
+    expansion) being no heavier than the parse it came from."""
+    return sum(parsed_weight(a) if type(a) is ParsedSubscripts else weight(a) for a in args)
+
+
+def _parse_weight(args: tuple[Any, ...]) -> int:
+    # (the cache counts an entry as twice this: the string, and its parse)
+    return PARSED_WEIGHT_PER_STRING // 2 * weight(args)
+
+
+@byte_bounded_cache(maxsize=PARSE_CACHE_SIZE, maxbytes=PARSE_CACHE_BYTES, weigh_results=False,
+                    weigh_args=_parse_weight)
 def _parse(s: str) -> ParsedSubscripts:
     # Character classes first: the caret points at the first offending run.
     bad = _bad_character(s)

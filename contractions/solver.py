@@ -31,7 +31,7 @@ from typing import Any
 from .arguments import check_operand_count, normalise_supplements
 from .caching import byte_bounded_cache
 from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
-from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse
+from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse, weight_with_parses
 
 __all__ = [
     "Identifiability",
@@ -49,6 +49,10 @@ SOLVE_CACHE_BYTES = 64 * 2**20
 """Bytes each solver cache may hold (keys hold the parsed string); see `contractions.caching`."""
 
 
+_solver_cache = byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES,
+                                   weigh_results=False, weigh_args=weight_with_parses)
+
+
 # --------------------------------------------------------------------------- runs
 def _always_followed_by(parsed: ParsedSubscripts, first: str, second: str) -> bool:
     """True when every occurrence of ``first`` is immediately followed by ``second``
@@ -64,7 +68,7 @@ def _always_followed_by(parsed: ParsedSubscripts, first: str, second: str) -> bo
     return True
 
 
-@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
+@_solver_cache
 def _runs_of(parsed: ParsedSubscripts) -> tuple[tuple[str, ...], ...]:
     successor: dict[str, str] = {}
     for g in parsed.groups:
@@ -331,7 +335,7 @@ def _exchange(rows: dict[int, list[int]], out: int, into: int, column: int) -> d
     return new
 
 
-@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
+@_solver_cache
 def _identifiability(parsed: ParsedSubscripts, supplied: tuple[str, ...]) -> Identifiability:
     """The string-level analysis (docs/solver.md, "The algorithm, briefly").
 
@@ -478,7 +482,7 @@ def _supplied_names(supplied: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------- solving
-@byte_bounded_cache(maxsize=SOLVE_CACHE_SIZE, maxbytes=SOLVE_CACHE_BYTES)
+@_solver_cache
 def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
           supplements: tuple[tuple[str, int], ...] = ()) -> tuple[int, ...]:
     """Group lengths (in ``parsed.groups`` order) for these ndims and ``(group, n)`` pins.
@@ -489,14 +493,20 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     """
     s = parsed.subscripts
     names = _check_supplied(parsed, [g for g, _ in supplements])
-    info = _identifiability(parsed, names)
-    if info.undetermined:
-        raise UnderdeterminedError(_underdetermined_message(info))
+
+    def determined() -> Identifiability:
+        # (the string-level analysis: an underdetermined string is reported as such before
+        # anything these ndims get wrong)
+        info = _identifiability(parsed, names)
+        if info.undetermined:
+            raise UnderdeterminedError(_underdetermined_message(info))
+        return info
 
     counts = [parsed.lowercase_count(k) for k in range(len(ndims))]
     for k, (term, nd, nlower) in enumerate(zip(parsed.inputs, ndims, counts)):
         has_group = len(term) > nlower
         if nd < nlower or (not has_group and nd != nlower):
+            determined()
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
                 f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term.replace(ELLIPSIS, '...'))}) has ndim {nd}, "
@@ -520,7 +530,10 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     equations += [(frozenset((column[g],)), n) for g, n in supplements]
     peeled = _peeled(equations, n_groups)
     if peeled is not None:
+        # Every length pinned by an equation left with one unknown: the equations have full
+        # rank, so the string is determined (no need of the string-level analysis).
         return peeled
+    info = determined()
     system = _System(n_groups)
     for j, (ones, rhs) in enumerate(equations):
         clash = system.add(j, ones, rhs)

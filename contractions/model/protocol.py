@@ -23,7 +23,7 @@ Labels = tuple[int, ...]
 
 def size_of(labels: Sequence[int], extents: dict[int, int]) -> int:
     """Number of elements spanned by ``labels``."""
-    return math.prod(extents[label] for label in labels)
+    return math.prod(map(extents.__getitem__, labels))  # (no generator: the planner calls it often)
 
 
 @dataclass(frozen=True)
