@@ -110,9 +110,11 @@ def _planned_once(subscripts: str, shapes: tuple[tuple[int, ...], ...],
 def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
              supplements: tuple[tuple[str, int], ...], optimize: Any,
              options: BackendOptions, limit: Any = "default",
-             layouts: tuple[int, ...] | None = None, tiered: bool = False) -> Callable[..., Any]:
-    """The runner: plan (in a cheap tier when ``tiered``: `schedule.tiers`), compile, and wrap
-    it for other operand layouts (numpy) and for the full search to come (a cheap tier)."""
+             layouts: tuple[int, ...] | None = None, tiered: bool = False,
+             unplanned_first: bool = True) -> Callable[..., Any]:
+    """The runner: plan (in a cheap tier when ``tiered``: `schedule.tiers`; the ``'first'``
+    tier only with ``unplanned_first``), compile, and wrap it for other operand layouts (numpy)
+    and for the full search to come (a cheap tier)."""
     module = load(backend)
     if _framework_path(backend, optimize):
         # The framework picks the path itself (JAX: jnp.einsum's own 'auto', which XLA runs
@@ -122,7 +124,8 @@ def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], .
     if tiered:
         plan = make_plan(subscripts, shapes, supplements)
         first = first_schedule(plan, optimize, backend.uses_einsum, limit, layouts,
-                               backend.cost_model or NUMPY_MODEL)
+                               backend.cost_model or NUMPY_MODEL,
+                               along_path=backend.einsum_along_path and unplanned_first)
         schedule, upgrade_after = first.schedule, first.upgrade_after
     else:
         plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
@@ -134,6 +137,11 @@ def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], .
         run = _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
     if upgrade_after:
         def full() -> Callable[..., Any]:
+            if tiered and first.tier == "first":
+                # the structure's first call ran unplanned: plan the shape again, now in the
+                # cheapest tier that follows a structure that has been called
+                return _compile(backend, subscripts, shapes, supplements, optimize, options, limit,
+                                layouts, tiered=True, unplanned_first=False)
             return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
                            layouts, tiered=False)
         return _Provisional(run, upgrade_after, full)
@@ -142,8 +150,9 @@ def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], .
 
 class _Provisional:
     """A cheap tier's runner (`schedule.tiers`): it counts the calls of its shape and, on the
-    ``upgrade_after``-th, runs the full search and hands the full runner to the hot dicts that
-    hold this one (so later calls reach it directly)."""
+    ``upgrade_after``-th, runs the full search (after the ``'first'`` tier: the next tier) and
+    hands the runner it gets to the hot dicts that hold this one (so later calls reach it
+    directly)."""
 
     __slots__ = ("run", "calls", "upgrade_after", "full", "homes")
 
@@ -159,6 +168,8 @@ class _Provisional:
             for home, key in self.homes:
                 if home.get(key) is self:
                     home[key] = self.run
+            if type(self.run) is _Provisional:  # (a cheap tier again: its upgrade updates them)
+                self.run.homes.extend(self.homes)
             self.homes = []
         return self.run(*arrays)
 

@@ -126,7 +126,7 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
             if opt == "auto":  # before the full search below, which a later first call would reuse
                 first = first_schedule(make_plan(subscripts, shapes, supplements), opt,
                                        chosen.uses_einsum, limit, layouts, chosen.cost_model or NUMPY_MODEL,
-                                       remember=False)
+                                       remember=False, along_path=chosen.einsum_along_path)
                 if first.search_ns:  # (one einsum call has nothing to search: no line)
                     first_call = FirstCall(first.tier, first.search_ns, first.schedule.path,
                                            first.schedule.cost_ns, first.upgrade_after)

@@ -15,6 +15,7 @@ from contractions import api, contract, contract_expression, explanation, identi
 from contractions.backends.any_extents import compile_any_extents
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.model.numpy_prices import NUMPY_MODEL
 from contractions.schedule import make_schedule, tiers
 from contractions.schedule.extent_specs import extent_specs, peak_at, price_at
 from contractions.schedule.lowering import lower_candidates
@@ -212,3 +213,101 @@ def test_a_gpu_model_plans_every_first_call_fully(search_is_dear):
         first = tiers.first_schedule(plan, use_einsum=True, memory_limit=None, cost_model=model)
         assert first.tier == "full" and first.upgrade_after == 0
         assert first.schedule == make_schedule(plan, memory_limit=None, cost_model=model)
+
+
+# ------------------------------------------------------------------------------ 'first' tier
+# A small structure whose work is past one einsum call's threshold (8 * 3 * 6 * 7 * 8 > 4096):
+# its first call runs one einsum per pair along the path of fewest FLOPs, nothing planned.
+SMALL = ((8, 3, 6), (3, 6, 7, 8), (8, 3, 7))
+SMALL_OTHER = ((8, 3, 5), (3, 5, 7, 9), (8, 3, 7))
+
+
+def test_a_structures_first_call_runs_along_the_path_of_fewest_flops_unplanned(search_is_dear):
+    plan = make_plan(STRING, SMALL, ())
+    exp = plan.expansion
+    first = tiers.first_schedule(plan, memory_limit="default", along_path=True)
+    assert first.tier == "first" and first.upgrade_after == 2
+    schedule = first.schedule
+    assert schedule.strategy == "direct" and schedule.along_path and not schedule.steps
+    quick = lower_candidates(exp.inputs, exp.output, plan.shapes, extents_by_label=plan.extents,
+                             tier="quick")[0]
+    assert schedule.path == quick.path                       # the path of fewest FLOPs
+    assert schedule.cost_ns <= tiers.quick_ns(3)              # planning could not pay on this call
+    key = tiers.structure_key(plan, None, True, NUMPY_MODEL)
+    assert set(tiers.templates_of(key)) == {"first"}          # nothing to follow: not a template
+    # the structure has had its first call: its next shape (or this one again) plans quick
+    again = tiers.first_schedule(make_plan(STRING, SMALL_OTHER, ()), memory_limit="default",
+                                 along_path=True)
+    assert again.tier == "quick" and again.schedule.strategy == "pairwise"
+
+
+def test_the_first_tier_needs_a_backend_that_runs_einsum_along_a_path_and_small_work(search_is_dear):
+    assert tiers.first_schedule(make_plan(STRING, SMALL, ()), memory_limit="default").tier == "quick"
+    tiers.clear_templates()
+    # MID's work (priced as einsum's loop) is past what planning the quick tier costs
+    mid = tiers.first_schedule(make_plan(STRING, MID, ()), memory_limit="default", along_path=True)
+    assert mid.tier == "quick" and mid.schedule.strategy == "pairwise"
+    tiers.clear_templates()
+    # intermediates past the memory limit: the quick tier (which keeps to it) plans the call
+    tight = tiers.first_schedule(make_plan(STRING, SMALL, ()), memory_limit=10, along_path=True)
+    assert tight.tier != "first"
+    tiers.clear_templates()
+    assert tiers.first_schedule(make_plan(STRING, SMALL, ()), optimize="greedy",
+                                memory_limit="default", along_path=True).tier == "full"
+
+
+def test_contract_runs_the_first_tier_then_plans_the_shapes_second_call(search_is_dear):
+    ops = operands(SMALL)
+    want = np.einsum(HAND, *ops)
+    np.testing.assert_allclose(contract(STRING, *ops), want, rtol=1e-10, atol=1e-12)
+    key = (STRING, *SMALL)
+    first = api._HOT[key]
+    assert type(first) is api._Provisional and first.upgrade_after == 2
+    planned = api._compiled.cache_info().misses
+    np.testing.assert_allclose(contract(STRING, *ops), want, rtol=1e-10, atol=1e-12)
+    quick = api._HOT[key]                        # the quick tier's runner, planned on call 2
+    assert type(quick) is api._Provisional and quick is not first and quick.upgrade_after > 2
+    assert (api._HOT, key) in quick.homes        # (its own upgrade replaces it in the hot dict)
+    assert api._compiled.cache_info().misses == planned   # (re-planned past the runner cache)
+    # the structure now has its template: a new shape runs the structure's program unplanned
+    other = operands(SMALL_OTHER, seed=1)
+    np.testing.assert_allclose(contract(STRING, *other), np.einsum(HAND, *other), rtol=1e-10,
+                               atol=1e-12)
+    assert api._compiled.cache_info().misses == planned
+
+
+def test_explain_reports_the_first_tier(search_is_dear):
+    text = str(explanation(STRING, *SMALL))
+    assert "first call      first tier (the structure's first call: one einsum per pair" in text
+    assert explanation(STRING, *SMALL).first_call.tier == "first"
+
+
+@settings(max_examples=60, deadline=None)
+@given(grouped_problems(max_terms=5), st.sampled_from(["float64", "float16", "complex128",
+                                                        "int64", "object"]))
+def test_the_first_tiers_einsum_along_the_path_computes_the_contraction(problem, dtype):
+    from contractions.backends.numpy_backend import compile as numpy_compile
+    from contractions.schedule.lowering import _along_path, _einsum_string
+
+    info = identifiability(problem.subscripts)
+    supplements = tuple(sorted((k[4:], v) for k, v in needed_supplements(problem, info).items()))
+    plan = make_plan(problem.subscripts, tuple(problem.operand_shapes()), supplements)
+    exp = plan.expansion
+    extents = dict(enumerate(plan.extents))
+    schedule = _along_path(exp.inputs, exp.output, plan.shapes, plan.output_shape, extents,
+                           _einsum_string(exp.inputs, exp.output), 0)
+    if schedule is None:
+        assert len(exp.inputs) < 2
+        return
+    rng = np.random.default_rng(3)
+    values = [rng.integers(-3, 4, size=s) for s in plan.shapes]
+    arrays = [v.astype(dtype) for v in values]
+    want = np.einsum(hand_expand(problem), *(v.astype(np.float64) for v in values))
+    got = numpy_compile(plan, schedule, api._DEFAULT_OPTIONS)(*arrays)
+    assert np.shape(got) == want.shape
+    if dtype != "object":
+        assert np.result_type(got) == np.result_type(*arrays)
+    if not want.shape:
+        assert not isinstance(got, np.ndarray) or dtype == "object"   # a numpy scalar, as np.einsum
+    np.testing.assert_allclose(np.asarray(got, dtype=np.complex128), want,
+                               rtol=1e-3 if dtype == "float16" else 1e-12, atol=1e-3)

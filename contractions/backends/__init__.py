@@ -64,6 +64,9 @@ class Backend:
     ``cost_model`` (the `model.protocol.CostModel` its schedules are planned with; None: numpy's.
     torch: `torch_model.TORCH_MODEL`, which also decides whether a schedule runs as its steps
     or as one einsum call along a path; CuPy and torch on CUDA: `gpu_model`'s GPU models).
+    ``einsum_along_path`` (its one einsum call of a direct schedule can follow a pairwise
+    path: numpy one einsum call per pair, torch its C++ einsum's own path; a structure's first
+    call may then run unplanned, `schedule.tiers`).
     ``variant(operand)``: the entry that runs a call whose first operand of this backend is
     ``operand`` (None: this one; torch: its CUDA entry, priced for the GPU, for a tensor on a
     CUDA device); ``mixes_host_arrays`` (False: a numpy array or list among its operands is
@@ -81,6 +84,7 @@ class Backend:
     cost_model: Any = None
     variant: Callable[[Any], Backend] | None = None
     mixes_host_arrays: bool = True
+    einsum_along_path: bool = False
 
 
 def _is_jax(op: Any) -> bool:
@@ -135,7 +139,7 @@ def _is_array_api(op: Any) -> bool:
 # Priced for torch: one torch.einsum call along a path, or the steps (torch_model.py); on a
 # CUDA device for the GPU (gpu_model.py), whose steps are never einsum calls.
 _TORCH = Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
-                 cost_model=TORCH_MODEL, variant=_torch_on_device)
+                 cost_model=TORCH_MODEL, variant=_torch_on_device, einsum_along_path=True)
 _TORCH_CUDA = Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
                       cost_model=TORCH_CUDA_MODEL, uses_einsum=False)
 
@@ -156,7 +160,7 @@ _REGISTRY: list[Backend] = [
             uses_einsum=False),
 ]
 _NUMPY = Backend("numpy", None, lambda op: isinstance(op, np.ndarray),
-                 "contractions.backends.numpy_backend", blocks_by_default=True)
+                 "contractions.backends.numpy_backend", blocks_by_default=True, einsum_along_path=True)
 _BY_TYPE: dict[type, Backend | None] = {np.ndarray: _NUMPY}
 _LOCK = threading.Lock()
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..schedule import Finish, Preparation, Schedule, Step, View, scratch_sites, step_tokens
+from ..schedule import Finish, Preparation, Schedule, Step, View, path_einsums, scratch_sites, step_tokens
 
 __all__ = ["ArrayOps", "compile_schedule"]
 
@@ -244,7 +244,8 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
     assert schedule.finish is not None
     scalar = not schedule.output_shape
     if schedule.strategy == "direct":
-        run: Callable[..., Any] = functools.partial(ops.einsum, schedule.einsum)
+        run: Callable[..., Any] = (_along_path(schedule, ops.einsum) if schedule.along_path
+                                   else functools.partial(ops.einsum, schedule.einsum))
         if dtype is not None:
             einsum, astype, dtype_of = run, ops.astype, ops.dtype
 
@@ -283,6 +284,21 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
         return finish(work[0])
 
     return execute
+
+
+def _along_path(schedule: Schedule, einsum: Callable[..., Any]) -> Callable[..., Any]:
+    """One einsum call per pair of the schedule's path (`Schedule.along_path`)."""
+    pairs = path_einsums(schedule)
+
+    def along_path(*arrays: Any) -> Any:
+        work = list(arrays)
+        for i, j, subscripts in pairs:
+            y = work.pop(j)
+            x = work.pop(i)
+            work.append(einsum(subscripts, x, y))
+        return work[0]
+
+    return along_path
 
 
 def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Callable[..., Any]:

@@ -248,6 +248,8 @@ _OBJECT_SAFE_OPS = dataclasses.replace(NUMPY_OPS, einsum=_einsum_array, multiply
 
 
 def _has_scalar_step(schedule: Schedule) -> bool:
+    if schedule.along_path:
+        return True   # (its pairs' results are not planned: any may be 0-d)
     if schedule.blocking is not None:
         return any(_has_scalar_step(inner) for _, inner in schedule.blocking.inner)
     return any(not step.result_shape for step in schedule.steps[:-1])
@@ -264,7 +266,7 @@ def _numpy_conventions(run: Callable[..., Any], schedule: Schedule,
     intermediate could overflow where the answer fits), the result cast back to float16 (not
     with a ``dtype=`` target: the schedule converts to that)."""
     scalar = not schedule.output_shape
-    if schedule.strategy == "direct" and schedule.blocking is None:
+    if schedule.strategy == "direct" and schedule.blocking is None and not schedule.along_path:
         if not scalar:
             return run  # c_einsum itself: np.einsum's own accumulation
 

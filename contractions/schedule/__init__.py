@@ -3,7 +3,8 @@
 A schedule says exactly what runs, with no arrays involved:
 
 * ``strategy == 'direct'``: one einsum call on ``einsum`` (small problems, where Python
-  overhead would dominate a pairwise run);
+  overhead would dominate a pairwise run), or with ``along_path`` one einsum call per pair
+  of ``path`` (`path_einsums`: a structure's first call, nothing else planned);
 * ``strategy == 'pairwise'``: per operand a `Preparation` (drop size-1 axes, take diagonals,
   sum the axes no one else needs), then the pairwise `Step` list in opt_einsum's path order
   (each a batched ``matmul``, a broadcast ``multiply`` or a small relabelled ``einsum``, with
@@ -28,7 +29,7 @@ from .describe import ExplainedGroup, ExplainedStep, Explanation, FirstCall, exp
 from .describe import describe_schedule as describe_schedule
 from .ir import CONVERTED, EINSUM_LETTERS, FORTRAN, STRIDED, Finish, Preparation, Schedule, Step, View
 from .ir import Blocking as Blocking
-from .lowering import DIRECT_MAX_OPERANDS
+from .lowering import DIRECT_MAX_OPERANDS, path_einsums
 from .memory import DEFAULT_LIMIT_FLOOR as DEFAULT_LIMIT_FLOOR
 from .memory import scratch_sites as scratch_sites
 from .memory import step_tokens as step_tokens
@@ -56,5 +57,6 @@ __all__ = [
     "View",
     "make_schedule",
     "normalise_optimize",
+    "path_einsums",
     "schedule_labels",
 ]

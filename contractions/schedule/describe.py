@@ -258,7 +258,8 @@ class Explanation:
 class FirstCall:
     """How a first call of a shape is planned (`Explanation.first_call`): the ``tier``, the full
     search's predicted cost ``search_ns``, and for a cheaper tier its ``path``, its modelled
-    ``cost_ns`` and ``upgrade_after`` (the call of this shape that runs the full search)."""
+    ``cost_ns`` and ``upgrade_after`` (the call of this shape that runs the full search; for
+    the ``'first'`` tier, that plans the shape again)."""
 
     tier: str
     search_ns: float
@@ -270,6 +271,12 @@ class FirstCall:
         search = f"{self.search_ns / 1e6:.2g} ms"
         if self.tier == "full":
             return f"full search (the schedule above; its predicted {search} is paid at once)"
+        if self.tier == "first":
+            return (f"first tier (the structure's first call: one einsum per pair along the path "
+                    f"of fewest FLOPs, nothing else planned): path {[tuple(p) for p in self.path]}, "
+                    f"modelled {self.cost_ns / 1e3:.3g} us; call {self.upgrade_after} of this shape, "
+                    "or the structure's next shape, is planned in the quick or reuse tier, and "
+                    f"the full search (the schedule above, predicted {search}) when it pays")
         how = ("the decisions of a schedule planned at other extents" if self.tier == "reuse"
                else "the path of fewest FLOPs alone")
         return (f"{self.tier} tier ({how}): path {[tuple(p) for p in self.path]}, modelled "

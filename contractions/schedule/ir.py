@@ -172,6 +172,10 @@ class Schedule:
     its transpose; bit `CONVERTED`: converted to the computation's dtype, a copy).
     ``priced_by`` names the prices' source (the cost model's ``priced_by``: a profile file or the
     built-in defaults; '' when the model does not say), which ``explain`` prints.
+    ``along_path`` (a direct schedule): its einsum runs pair by pair along ``path``, one einsum
+    call per pair and nothing else planned (a structure's first call, `schedule.tiers`); a
+    direct schedule without it is one einsum call of the whole string (numpy's C loop; torch
+    follows ``path`` inside its one call either way).
     """
 
     inputs: tuple[Labels, ...]
@@ -194,6 +198,7 @@ class Schedule:
     blocking: Blocking | None = None
     layouts: tuple[int, ...] | None = None
     priced_by: str = field(default="", compare=False)
+    along_path: bool = False
 
 
 #: Bits of `Schedule.layouts`: the operand is not C-contiguous (nor Fortran-ordered: a BLAS

@@ -357,6 +357,72 @@ def _direct(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...
                     priced_by=getattr(model, "priced_by", ""))
 
 
+def _along_path(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
+                output_shape: Shape, extents: dict[int, int], einsum: str | None, naive: int,
+                model: CostModel = NUMPY_MODEL) -> Schedule | None:
+    """One einsum call per pair along the path of fewest FLOPs (`_fewest_flops`), nothing else
+    decided: no preparation, kernel, layout or order is planned, so it costs the path alone.
+    Its FLOPs and peak (the intermediates alive at once: einsum's loop copies nothing) are
+    counted, its price is einsum's loop for those FLOPs (`Schedule.along_path`); None past
+    the letters one einsum call can name.
+
+    >>> s = _along_path(((0, 1), (1, 2), (2, 3)), (0, 3), ((10, 2), (2, 10), (10, 2)), (10, 2),
+    ...                 {0: 10, 1: 2, 2: 10, 3: 2}, 'ab,bc,cd->ad', 400)
+    >>> s.strategy, s.along_path, s.path, s.peak_extra      # (b c)(c d) first: a 2 x 2 intermediate
+    ('direct', True, ((1, 2), (0, 1)), 4)
+    """
+    if einsum is None or len(inputs) < 2 or len(inputs) > DIRECT_MAX_OPERANDS:
+        return None
+    path = _fewest_flops(list(inputs), output, extents)
+    flops = peak = held = 0
+    terms = list(inputs)
+    sizes = [0] * len(terms)   # elements each working term holds beyond the caller's operands
+    for pair in path:
+        i, j = sorted(pair)
+        rest = [t for k, t in enumerate(terms) if k != i and k != j]
+        keep = set(output).union(*rest)
+        both = tuple(dict.fromkeys(terms[i] + terms[j]))
+        result = tuple(lab for lab in both if lab in keep) if rest else output
+        flops += _flop_count(both, any(lab not in keep for lab in both), 2, extents)
+        size = math.prod(map(extents.__getitem__, result)) if rest else 0  # (the last: the result)
+        peak = max(peak, held + size)
+        held += size - sizes[i] - sizes[j]
+        sizes = [n for k, n in enumerate(sizes) if k != i and k != j] + [size]
+        terms = rest + [result]
+    cost = model.einsum_ns(flops) + model.call_ns(len(path))
+    finish = Finish(permutation=None, shape=output_shape, reshape=False, copy=False)
+    return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
+                    extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
+                    optimizer="auto", flops=flops, naive_flops=naive, peak_extra=peak,
+                    cost_ns=cost, along_path=True, priced_by=getattr(model, "priced_by", ""))
+
+
+def path_einsums(schedule: Schedule) -> tuple[tuple[int, int, str], ...]:
+    """A `Schedule.along_path` schedule's einsum calls: per pair of its path, the positions
+    taken from the working list (the result is appended) and the pair's subscripts.
+
+    >>> s = _along_path(((0, 1), (1, 2), (2, 3)), (0, 3), ((10, 2), (2, 10), (10, 2)), (10, 2),
+    ...                 {0: 10, 1: 2, 2: 10, 3: 2}, 'ab,bc,cd->ad', 400)
+    >>> path_einsums(s)
+    ((1, 2, 'bc,cd->bd'), (0, 1, 'ab,bd->ad'))
+    """
+    letters = dict(zip(dict.fromkeys(lab for term in (*schedule.inputs, schedule.output)
+                                     for lab in term), EINSUM_LETTERS))
+    terms = list(schedule.inputs)
+    found = []
+    for pair in schedule.path:
+        i, j = sorted(pair)
+        rest = [t for k, t in enumerate(terms) if k != i and k != j]
+        keep = set(schedule.output).union(*rest)
+        both = tuple(dict.fromkeys(terms[i] + terms[j]))
+        result = tuple(lab for lab in both if lab in keep) if rest else schedule.output
+        found.append((i, j, "".join(map(letters.__getitem__, terms[i])) + ","
+                      + "".join(map(letters.__getitem__, terms[j])) + "->"
+                      + "".join(map(letters.__getitem__, result))))
+        terms = rest + [result]
+    return tuple(found)
+
+
 def _scaled(cost_ns: float, flops: int, template_flops: int) -> float:
     """A followed schedule's or step's price: its template's, scaled by their FLOPs (the reuse
     tier prices nothing: the model's prices cost more than the arithmetic of a small call)."""
@@ -489,13 +555,19 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                             naive, "auto", cost_model, known[0])]
         if tier == "reuse":
             return []
-        if tier == "quick" and path_by == "auto":
-            # (one einsum call runs no path on numpy; torch's small calls hardly feel it:
-            # opt_einsum's greedy order costs half its 'auto' search of up to four operands)
-            path_by = "greedy"
-        path = _find_path(path_by, list(inputs), output, extents)
+        if tier in ("quick", "first") and path_by == "auto":
+            # (one einsum call runs no path on numpy; torch's small calls hardly feel it: the
+            # path of fewest FLOPs, counted in a few microseconds, instead of opt_einsum's search)
+            path = _fewest_flops(list(inputs), output, extents)
+        else:
+            path = _find_path(path_by, list(inputs), output, extents)
         return [_direct(inputs, output, shapes, output_shape, extents, einsum, path, naive,
                         _optimizer_name(optimize), cost_model)]
+    if tier == "first":
+        # a structure's first call: one einsum per pair along the path of fewest FLOPs, no step
+        # planned (`schedule.tiers` decides whether it runs so)
+        found = _along_path(inputs, output, shapes, output_shape, extents, einsum, naive, cost_model)
+        return [found] if found is not None else []
     if optimize in ("auto", "direct") and tier == "reuse":
         # (the structure fixes the preparations' labels: `schedule.tiers` keys on it)
         known = [f for f in follow if f.strategy == "pairwise"]

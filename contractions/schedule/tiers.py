@@ -12,6 +12,13 @@ for itself (dev/decisions.md, "Planning that pays for itself"):
   decisions (kernels, result orders, matmul layouts, promoted labels) are taken as they are,
   their views computed for the new extents and their prices scaled by FLOPs.  No search and
   no pricing at all.
+* ``'first'``: the structure's very first call, where the backend can run one einsum call
+  along a path (numpy, torch): one einsum call per pair of the path of fewest FLOPs, nothing
+  else planned (`lowering._along_path`), when that is priced below what planning the quick
+  tier would cost (`quick_ns`: planning could not pay for itself on this call) and its
+  intermediates fit the memory limit.  The shape's next call, or the structure's next shape,
+  is planned in the quick (or reuse) tier; a call at the same extents before that (another
+  split of a co-travelling run: the same contraction) runs the same einsum calls.
 * ``'quick'``: nothing to reuse: the candidate path of fewest FLOPs is lowered alone, each of
   its steps searched as the full search would.
 * ``'full'``: every candidate priced, the memory limit met by another order or by blocks,
@@ -63,10 +70,11 @@ SEARCH_FRACTION = 0.1
 class FirstPlan:
     """The schedule a shape's first call runs, and when its full search will run.
 
-    ``tier`` is ``'full'``, ``'reuse'`` or ``'quick'``; ``search_ns`` the full search's
-    predicted cost (0 for one einsum call: nothing to search); ``upgrade_after`` the call of
-    this shape (counting this one as 1) that runs the full search, 0 when this schedule came
-    from it.
+    ``tier`` is ``'full'``, ``'reuse'``, ``'quick'`` or ``'first'``; ``search_ns`` the full
+    search's predicted cost (0 for one einsum call: nothing to search); ``upgrade_after`` the
+    call of this shape (counting this one as 1) that runs the full search (for ``'first'``:
+    that plans the shape again, in the cheapest tier then sound), 0 when this schedule came
+    from the full search.
     """
 
     schedule: Schedule
@@ -76,8 +84,9 @@ class FirstPlan:
 
 
 # The structures planned so far: a structure's key -> its strategy ('direct' or 'pairwise') ->
-# (its latest schedule of that strategy, the tier that made it).  A full search's schedule
-# replaces a cheaper tier's, never the other way round.  Bounded like the other caches keyed
+# (its latest schedule of that strategy, the tier that made it), and under 'first' the
+# schedule of its first call where that ran unplanned (never followed).  A full search's
+# schedule replaces a cheaper tier's, never the other way round.  Bounded like the other caches keyed
 # on callers' strings: cleared when full.
 _TEMPLATES: dict[tuple[Any, ...], dict[str, tuple[Schedule, str]]] = {}
 _LOCK = threading.Lock()
@@ -116,6 +125,16 @@ def templates_of(key: tuple[Any, ...]) -> dict[str, tuple[Schedule, str]]:
 _NONE: dict[str, tuple[Schedule, str]] = {}
 
 
+def _mark_first(key: tuple[Any, ...], schedule: Schedule) -> None:
+    """Note that the structure ``key`` had its first call, unplanned (``schedule``, kept under
+    ``'first'``: never followed, only its extents are read)."""
+    with _LOCK:
+        if key not in _TEMPLATES:
+            if len(_TEMPLATES) >= PLAN_CACHE_SIZE:
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = {"first": (schedule, "first")}
+
+
 def clear_templates() -> None:
     """Forget every structure planned so far (the next call of each plans afresh)."""
     with _LOCK:
@@ -140,6 +159,18 @@ def search_ns(n_operands: int, model: CostModel = NUMPY_MODEL) -> float:
     return fixed + prices.search_paths_ns + step * 4 * (n_operands - 1)
 
 
+def quick_ns(n_operands: int, model: CostModel = NUMPY_MODEL) -> float:
+    """The quick tier's predicted cost for ``n_operands`` operands: one path's steps priced
+    (the profile's ``search_fixed_ns`` and ``search_step_ns`` per step, as `search_ns` counts
+    them for every path).
+
+    >>> search_ns(4) > quick_ns(4) > quick_ns(3) > 0
+    True
+    """
+    prices = getattr(model, "profile", None) or active_profile()
+    return prices.search_fixed_ns + prices.search_step_ns * max(n_operands - 1, 1)
+
+
 def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_einsum: bool = True,
                   layouts: tuple[int, ...] | None = None, cost_model: CostModel = NUMPY_MODEL) -> None:
     """Keep a full search's ``schedule`` of ``plan`` as its structure's decisions for later
@@ -152,11 +183,14 @@ def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_ei
 
 def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
                    memory_limit: Any = None, layouts: tuple[int, ...] | None = None,
-                   cost_model: CostModel = NUMPY_MODEL, remember: bool = True) -> FirstPlan:
+                   cost_model: CostModel = NUMPY_MODEL, remember: bool = True,
+                   along_path: bool = False) -> FirstPlan:
     """The schedule of a shape's first call, from the cheapest sound tier (module docstring).
 
     Arguments as for `make_schedule`; ``remember=False`` (a report: `explain`) leaves the
-    structures known so far as they are.
+    structures known so far as they are; ``along_path``: the backend runs one einsum call
+    along a path (`Schedule.along_path`), so a structure's first call may take the
+    ``'first'`` tier.
     """
     if layouts is not None and not any(layouts):
         layouts = None
@@ -176,12 +210,31 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
             or not getattr(cost_model, "cheap_first_plans", True)):
         return full()
     key = structure_key(plan, layouts, use_einsum, cost_model)
-    known = tuple(schedule for schedule, _ in _TEMPLATES.get(key, {}).values())
+    entry = _TEMPLATES.get(key)
+    known = tuple(schedule for schedule, _ in entry.values() if not schedule.along_path) if entry else ()
     exp = plan.expansion
-    tier = "reuse" if known else "quick"
+    # The first tier: the structure's first call, and any call at the same extents before
+    # anything is planned (a split of a co-travelling run is the same contraction: it runs the
+    # same einsum calls, so every split gives the same bits)
+    first = entry.get("first") if entry else None
+    unplanned = entry is None or (not known and first is not None
+                                  and first[0].extents == dict(enumerate(plan.extents)))
+    tier = "reuse" if known else "first" if unplanned and along_path else "quick"
     cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
                              plan.extents, layouts, cost_model, tier=tier, follow=known)
-    if not cheap and tier == "reuse":  # none of this strategy, or it did not fit these labels
+    if tier == "first":
+        # (a one-einsum call is planned alike by every tier: the quick tier's from here)
+        tier = "quick"
+        if cheap and cheap[0].along_path:
+            along = cheap[0]
+            limit = _resolve_limit(memory_limit, plan.shapes, along.output_shape)
+            if (along.cost_ns <= quick_ns(len(plan.shapes), cost_model)
+                    and (limit is None or along.peak_extra <= limit)):
+                if remember:
+                    _mark_first(key, along)
+                return FirstPlan(replace(along, memory_limit=limit), "first", search, 2)
+            cheap = []   # planning can pay for itself on this call: the quick tier
+    if not cheap:  # none of this strategy, or it did not fit these labels; or not the first tier
         tier = "quick"
         cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
                                  plan.extents, layouts, cost_model, tier=tier)
