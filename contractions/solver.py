@@ -494,7 +494,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     s = parsed.subscripts
     names = _check_supplied(parsed, [g for g, _ in supplements])
 
-    def determined() -> Identifiability:
+    def string_level() -> Identifiability:
         # (the string-level analysis: an underdetermined string is reported as such before
         # anything these ndims get wrong)
         info = _identifiability(parsed, names)
@@ -506,7 +506,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
     for k, (term, nd, nlower) in enumerate(zip(parsed.inputs, ndims, counts)):
         has_group = len(term) > nlower
         if nd < nlower or (not has_group and nd != nlower):
-            determined()
+            string_level()
             want = f"at least {nlower}" if has_group else f"exactly {nlower}"
             raise InconsistentError(
                 f"inconsistent operands for {quoted(s)}: operand {k} (term {quoted(term.replace(ELLIPSIS, '...'))}) has ndim {nd}, "
@@ -533,7 +533,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         # Every length pinned by an equation left with one unknown: the equations have full
         # rank, so the string is determined (no need of the string-level analysis).
         return peeled
-    info = determined()
+    info = string_level()
     system = _System(n_groups)
     for j, (ones, rhs) in enumerate(equations):
         clash = system.add(j, ones, rhs)
