@@ -251,8 +251,11 @@ def _parse(s: str) -> ParsedSubscripts:
         if ELLIPSIS in output and ELLIPSIS not in left:
             output = output.replace(ELLIPSIS, "")
     # Every output symbol occurs in an input, so first appearance in the inputs is the order.
-    first = {g: left.find(g) for g in _UPPER}
-    groups = tuple(sorted((g for g, at in first.items() if at >= 0), key=first.__getitem__))
+    if len(left) < 64:   # (a short string: one pass; a long one: 26 scans at C speed)
+        groups = tuple(dict.fromkeys(ch for ch in left if ch in _UPPER))
+    else:
+        first = {g: left.find(g) for g in _UPPER}
+        groups = tuple(sorted((g for g, at in first.items() if at >= 0), key=first.__getitem__))
     return ParsedSubscripts(subscripts=s, inputs=tuple(inputs), output=output, groups=groups,
                             implicit=implicit)
 

@@ -30,15 +30,11 @@ def _permutation(current: Sequence[int], wanted: Sequence[int]) -> tuple[int, ..
 
 def _einsum_string(inputs: Sequence[Sequence[int]], output: Sequence[int]) -> str | None:
     """Letter string for integer-labelled terms, or None past 52 distinct labels."""
-    letters: dict[int, str] = {}
-    for term in (*inputs, output):
-        for label in term:
-            if label not in letters:
-                if len(letters) == len(EINSUM_LETTERS):
-                    return None
-                letters[label] = EINSUM_LETTERS[len(letters)]
-    return ",".join("".join(letters[lab] for lab in t) for t in inputs) + "->" + "".join(
-        letters[lab] for lab in output)
+    order = dict.fromkeys(label for term in (*inputs, output) for label in term)
+    if len(order) > len(EINSUM_LETTERS):
+        return None
+    letter = dict(zip(order, EINSUM_LETTERS)).__getitem__
+    return ",".join("".join(map(letter, t)) for t in inputs) + "->" + "".join(map(letter, output))
 
 
 def _prepare(labels: Labels, shape: Shape, needed_elsewhere: set[int],
