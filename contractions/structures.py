@@ -189,24 +189,33 @@ class Structure:
         return self.provisional(for_shape(ext), upgrade_after, shapes)
 
 
-_STRUCTURES: dict[tuple[Any, ...], Structure] = {}
+# key -> its Structure, or the function that makes it (made on the structure's first new
+# shape: a string called at one shape only never pays for it)
+_STRUCTURES: dict[tuple[Any, ...], Structure | Callable[[], Structure]] = {}
 _LOCK = threading.Lock()
 
 
 def known_structure(key: tuple[Any, ...]) -> Structure | None:
     """The structure kept for ``key`` (`structure_key_of`), or None."""
-    return _STRUCTURES.get(key)
+    found = _STRUCTURES.get(key)
+    if found is None or type(found) is Structure:
+        return found
+    structure = found()  # type: ignore[operator]
+    with _LOCK:
+        if _STRUCTURES.get(key) is found:
+            _STRUCTURES[key] = structure
+    return structure
 
 
 def remember_structure(key: tuple[Any, ...], make: Callable[[], Structure]) -> None:
-    """Keep a structure (made once per key; the dict is cleared when full)."""
+    """Keep a structure, made by ``make`` when a new shape first asks for it (once per key;
+    the dict is cleared when full)."""
     if key in _STRUCTURES:
         return
-    structure = make()
     with _LOCK:
         if len(_STRUCTURES) >= PLAN_CACHE_SIZE:
             _STRUCTURES.clear()
-        _STRUCTURES.setdefault(key, structure)
+        _STRUCTURES.setdefault(key, make)
 
 
 def clear_structures() -> None:
