@@ -4,7 +4,7 @@ their kernels, views and modelled costs, the finish), or one direct einsum call.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -371,20 +371,14 @@ def _along_path(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape,
         return None
     path = _fewest_flops(list(inputs), output, extents)
     flops = peak = held = 0
-    terms = list(inputs)
-    sizes = [0] * len(terms)   # elements each working term holds beyond the caller's operands
-    for pair in path:
-        i, j = sorted(pair)
-        rest = [t for k, t in enumerate(terms) if k != i and k != j]
-        keep = set(output).union(*rest)
-        both = tuple(dict.fromkeys(terms[i] + terms[j]))
-        result = tuple(lab for lab in both if lab in keep) if rest else output
-        flops += _flop_count(both, any(lab not in keep for lab in both), 2, extents)
-        size = math.prod(map(extents.__getitem__, result)) if rest else 0  # (the last: the result)
+    sizes = [0] * len(inputs)   # elements each working term holds beyond the caller's operands
+    last = len(path) - 1
+    for k, (i, j, x, y, result, summed) in enumerate(_pair_terms(inputs, output, path)):
+        flops += _flop_count(tuple(dict.fromkeys(x + y)), summed, 2, extents)
+        size = math.prod(map(extents.__getitem__, result)) if k != last else 0  # (the last: the result)
         peak = max(peak, held + size)
         held += size - sizes[i] - sizes[j]
-        sizes = [n for k, n in enumerate(sizes) if k != i and k != j] + [size]
-        terms = rest + [result]
+        sizes = [n for m, n in enumerate(sizes) if m != i and m != j] + [size]
     cost = model.einsum_ns(flops) + model.call_ns(len(path))
     finish = Finish(permutation=None, shape=output_shape, reshape=False, copy=False)
     return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
@@ -402,21 +396,28 @@ def path_einsums(schedule: Schedule) -> tuple[tuple[int, int, str], ...]:
     >>> path_einsums(s)
     ((1, 2, 'bc,cd->bd'), (0, 1, 'ab,bd->ad'))
     """
-    letters = dict(zip(dict.fromkeys(lab for term in (*schedule.inputs, schedule.output)
-                                     for lab in term), EINSUM_LETTERS))
-    terms = list(schedule.inputs)
-    found = []
-    for pair in schedule.path:
+    letter = dict(zip(dict.fromkeys(lab for term in (*schedule.inputs, schedule.output)
+                                    for lab in term), EINSUM_LETTERS)).__getitem__
+    return tuple((i, j, "".join(map(letter, x)) + "," + "".join(map(letter, y)) + "->"
+                  + "".join(map(letter, result)))
+                 for i, j, x, y, result, _ in _pair_terms(schedule.inputs, schedule.output,
+                                                          schedule.path))
+
+
+def _pair_terms(inputs: Sequence[Labels], output: Labels, path: Sequence[tuple[int, ...]]
+                ) -> Iterator[tuple[int, int, Labels, Labels, Labels, bool]]:
+    """Per pair of ``path`` over a working list (each result appended): the positions taken,
+    the two terms, the result's labels (those the output or a term left needs; the output
+    itself last) and whether a label is summed."""
+    terms = list(inputs)
+    for pair in path:
         i, j = sorted(pair)
         rest = [t for k, t in enumerate(terms) if k != i and k != j]
-        keep = set(schedule.output).union(*rest)
+        keep = set(output).union(*rest)
         both = tuple(dict.fromkeys(terms[i] + terms[j]))
-        result = tuple(lab for lab in both if lab in keep) if rest else schedule.output
-        found.append((i, j, "".join(map(letters.__getitem__, terms[i])) + ","
-                      + "".join(map(letters.__getitem__, terms[j])) + "->"
-                      + "".join(map(letters.__getitem__, result))))
+        result = tuple(lab for lab in both if lab in keep) if rest else output
+        yield i, j, terms[i], terms[j], result, any(lab not in keep for lab in both)
         terms = rest + [result]
-    return tuple(found)
 
 
 def _scaled(cost_ns: float, flops: int, template_flops: int) -> float:
