@@ -252,7 +252,8 @@ def test_the_completion_always_solves_to_the_true_lengths(problem):
 @settings(max_examples=300, deadline=None)
 @given(grouped_problems(), st.data())
 def test_substitution_and_elimination_agree(problem, data):
-    """The single-unknown substitution (`solver._peeled`, tried first) gives what the exact
+    """The single-unknown substitution (`solver._peeled`, tried first) and the integer
+    elimination over run totals (`solver._run_totals_solved`, tried next) give what the exact
     elimination gives, solution or error, on consistent and inconsistent ndims alike."""
     info = identifiability(problem.subscripts)
     pins = {f"len_{g}": len(problem.group_shapes[g]) for g in info.completion}
@@ -268,7 +269,9 @@ def test_substitution_and_elimination_agree(problem, data):
     fast = solved()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_solver, "_peeled", lambda equations, n_groups: None)
-        assert solved() == fast
+        by_run_totals = solved()   # (the integer elimination over run totals, where it answers)
+        patch.setattr(_solver, "_run_totals_solved", lambda equations, runs: None)
+        assert solved() == fast == by_run_totals
 
 
 # ---- the advice against brute force ------------------------------------------------------
@@ -429,3 +432,39 @@ def test_packed_null_space_recognises_exactly_the_rows_in_the_span(case):
         ones = tuple(sorted(probe))
         in_span = fraction_rank(rows + [ones], ncols) == fraction_rank(rows, ncols)
         assert (sum(packed[c] for c in ones) == 0) == in_span
+
+
+@pytest.mark.parametrize("subscripts, ndims, pins, expected", [
+    ("BP,PQ,BQ->B", (3, 4, 5), {}, {"B": 2, "P": 1, "Q": 3}),           # a cycle: no term of one unknown
+    ("OIJ,KI,KJ->KO", (6, 4, 4), {"len_O": 2}, {"O": 2, "I": 2, "J": 2, "K": 2}),
+    ("WKCi,Cio->WKCo", (5, 3), {}, {"W": 3, "K": 0, "C": 1}),           # a run: its total to W
+])
+def test_strings_substitution_cannot_peel_solve_by_run_totals(monkeypatch, subscripts, ndims, pins, expected):
+    _solver.solve.cache_clear()
+    calls = []
+    original = _solver._run_totals_solved
+
+    def counting(equations, runs):
+        found = original(equations, runs)
+        calls.append(found)
+        return found
+
+    monkeypatch.setattr(_solver, "_run_totals_solved", counting)
+    assert solve_lengths(subscripts, ndims, **pins) == expected
+    assert calls and calls[-1] is not None   # answered without the exact elimination
+
+
+@pytest.mark.parametrize("subscripts, ndims, pins, error", [
+    ("BP,PQ,BQ->B", (3, 4, 6), {}, "not a whole number"),   # B + P + Q would be 6.5
+    ("BP,PQ,BQ->B", (2, 1, 5), {}, "negative"),      # P would be -1
+    ("WKCi,Cio->WKCo", (5, 3), {"len_W": 1}, None),           # a pin inside a run: W 1, K 2
+])
+def test_run_totals_leave_errors_and_pinned_runs_to_the_exact_elimination(subscripts, ndims, pins, error):
+    _solver.solve.cache_clear()
+    assert _solver._run_totals_solved([(frozenset({0, 1}), 1), (frozenset({1, 2}), 1),
+                                       (frozenset({0, 2}), 5)], [[0], [1], [2]]) is None
+    if error is None:
+        assert solve_lengths(subscripts, ndims, **pins) == {"W": 1, "K": 2, "C": 1}
+    else:
+        with pytest.raises(InconsistentError, match=error):
+            solve_lengths(subscripts, ndims, **pins)
