@@ -198,9 +198,9 @@ _LOCK = threading.Lock()
 def known_structure(key: tuple[Any, ...]) -> Structure | None:
     """The structure kept for ``key`` (`structure_key_of`), or None."""
     found = _STRUCTURES.get(key)
-    if found is None or type(found) is Structure:
+    if found is None or isinstance(found, Structure):
         return found
-    structure = found()  # type: ignore[operator]
+    structure = found()
     with _LOCK:
         if _STRUCTURES.get(key) is found:
             _STRUCTURES[key] = structure
