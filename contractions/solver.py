@@ -627,7 +627,9 @@ def _run_totals_solved(equations: list[tuple[frozenset[int], int]],
     it), found by integer Gauss-Jordan elimination; else None (the exact elimination then
     decides, and words any error or underdetermination).  For the strings `_peeled` cannot
     solve, such as a cycle of groups ('BP,PQ,BQ->B'): a tenth of the exact elimination's
-    time, which keeps the combinations every error message needs.
+    time, which keeps the combinations every error message needs.  Rows are combined
+    crosswise and divided by their gcd, as `_reduced_rows` does for the string-level rows
+    (which carry no right-hand side).
 
     >>> _run_totals_solved([(frozenset({0, 1}), 3), (frozenset({1, 2}), 3), (frozenset({0, 2}), 2)],
     ...                    [[0], [1], [2]])
@@ -654,10 +656,7 @@ def _run_totals_solved(equations: list[tuple[frozenset[int], int]],
         pivot = matrix[c]
         for i, row in enumerate(matrix):
             if i != c and row[c]:
-                a, f = pivot[c], row[c]
-                row = [a * x - f * y for x, y in zip(row, pivot)]
-                g = math.gcd(*row)
-                matrix[i] = [x // g for x in row] if g > 1 else row
+                matrix[i] = _primitive([pivot[c] * x - row[c] * y for x, y in zip(row, pivot)])
     if any(row[-1] for row in matrix[n:]):
         return None   # inconsistent: the exact elimination names the equations
     values = [0] * len(run_of)

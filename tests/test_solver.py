@@ -461,10 +461,20 @@ def test_strings_substitution_cannot_peel_solve_by_run_totals(monkeypatch, subsc
 ])
 def test_run_totals_leave_errors_and_pinned_runs_to_the_exact_elimination(subscripts, ndims, pins, error):
     _solver.solve.cache_clear()
-    assert _solver._run_totals_solved([(frozenset({0, 1}), 1), (frozenset({1, 2}), 1),
-                                       (frozenset({0, 2}), 5)], [[0], [1], [2]]) is None
     if error is None:
         assert solve_lengths(subscripts, ndims, **pins) == {"W": 1, "K": 2, "C": 1}
     else:
         with pytest.raises(InconsistentError, match=error):
             solve_lengths(subscripts, ndims, **pins)
+
+
+def test_run_totals_answer_none_for_a_contradiction_or_a_free_total():
+    # B + P = 1, P + Q = 1, B + Q = 5: one solution in rationals (B = 2.5), none in axes
+    assert _solver._run_totals_solved([(frozenset({0, 1}), 1), (frozenset({1, 2}), 1),
+                                       (frozenset({0, 2}), 5)], [[0], [1], [2]]) is None
+    # the same sums twice with other totals: no solution at all
+    assert _solver._run_totals_solved([(frozenset({0, 1}), 2), (frozenset({0, 1}), 3),
+                                       (frozenset({0}), 1)], [[0], [1]]) is None
+    # two equations over three totals: one is free
+    assert _solver._run_totals_solved([(frozenset({0, 1}), 2), (frozenset({1, 2}), 2)],
+                                      [[0], [1], [2]]) is None
