@@ -183,6 +183,9 @@ class TorchCostModel:
                 + self.einsum_copy_share * copied * self.ns_per_copied_element
                 + macs * self.ns_per_mac)
 
+    def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
+        return None   # (no floor derived for these prices: every candidate path is priced)
+
     def one_einsum_path(self, schedule: Any, optimize: Any = "auto") -> tuple[tuple[int, ...], ...] | None:
         """The schedule's question (`model.protocol.CostModel`): the path of the one
         ``torch.einsum`` to run instead of the steps, or None to run the steps.

@@ -129,6 +129,12 @@ class CostModel(Protocol):
     def strided_read_ns(self, elements: int, access: Access) -> float:
         """Extra time of reading ``elements`` of a large array as ``access`` says."""
 
+    def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
+        """A lower bound on every price this model gives one pairwise contraction of ``batch``
+        stacked ``(rows x contract)`` and ``(contract x cols)`` factors, whatever kernel,
+        layout or promotion the step takes, its result buffer left out; None where the model
+        offers none (then every candidate path is priced in full)."""
+
     def one_einsum_path(self, schedule: Any, optimize: Any) -> tuple[tuple[int, ...], ...] | None:
         """Run this pairwise ``schedule`` as one einsum call along the returned path instead
         of its steps (a backend whose single einsum call is cheaper than dispatching the steps:

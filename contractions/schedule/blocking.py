@@ -20,7 +20,7 @@ from ..model.numpy_prices import NUMPY_MODEL, access_pattern, einsum_step_ns
 from ..model.protocol import CostModel, size_of
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
-from .lowering import _permutation, broadcast_step_ns, lower_candidates, reduce_ns
+from .lowering import Candidates, _permutation, broadcast_step_ns, lower_candidates, reduce_ns
 from .memory import (
     BLOCK_HEADROOM,
     _limit_for,
@@ -65,11 +65,26 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
         return _trivial(inputs, output, shapes, optimize, use_einsum, memory_limit, extents_by_label,
                         layouts, cost_model)
     options = lower_candidates(inputs, output, shapes, optimize, strategy, use_einsum, extents_by_label,
-                               layouts, cost_model)
+                               layouts, cost_model, keep_within=BLOCKING_WORTH)
     limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
     if options[0].strategy == "direct":
         return replace(options[0], memory_limit=limit)
-    return _within_limit(options, limit, use_einsum, strict=memory_limit != "default", model=cost_model)
+    strict = memory_limit != "default"
+    if isinstance(options, Candidates) and not options.complete:
+        # Paths proved slower were left out.  Every path within `BLOCKING_WORTH` of the
+        # fastest, and the two fastest, are here, so a choice that models within that of the
+        # fastest and fits is the one all paths give; any other choice prices them all.
+        try:
+            chosen: Schedule | None = _within_limit(options, limit, use_einsum, strict, cost_model)
+        except MemoryLimitError:
+            chosen = None
+        fastest = min(o.cost_ns for o in options)
+        if chosen is not None and chosen.cost_ns <= BLOCKING_WORTH * fastest and (
+                limit is None or chosen.peak_extra <= limit):
+            return chosen
+        options = lower_candidates(inputs, output, shapes, optimize, strategy, use_einsum,
+                                   extents_by_label, layouts, cost_model)
+    return _within_limit(options, limit, use_einsum, strict=strict, model=cost_model)
 
 
 def _nothing_to_multiply(shapes: tuple[Shape, ...], extents_by_label: tuple[int, ...] | None) -> bool:

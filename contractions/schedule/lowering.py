@@ -3,6 +3,8 @@ their kernels, views and modelled costs, the finish), or one direct einsum call.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -446,9 +448,16 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
           extents: dict[int, int], use_einsum: bool, model: CostModel = NUMPY_MODEL,
           memo: dict[Any, Step] | None = None) -> list[Step]:
     """The steps of ``path`` over the prepared operands (entries of 3+ folded pairwise)."""
-    current = [p.labels for p in preps]
+    return list(_walk_steps([p.labels for p in preps], path, final_order, extents, use_einsum,
+                            model, memo))
+
+
+def _walk_steps(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_order: Labels,
+                extents: dict[int, int], use_einsum: bool, model: CostModel,
+                memo: dict[Any, Step] | None) -> Iterator[Step]:
+    """`_walk`'s steps one at a time (the bounded search prices a path's steps lazily)."""
+    current = list(terms)
     output_set = set(final_order)
-    steps: list[Step] = []
     for contraction in path:
         positions = sorted(contraction)
         while len(positions) > 1:
@@ -463,12 +472,86 @@ def _walk(preps: list[Preparation], path: tuple[tuple[int, ...], ...], final_ord
                                       use_einsum, model)
             if memo is not None:
                 memo[key] = found
-            step = found if found.operands == (i, j) else replace(found, operands=(i, j))
-            steps.append(step)
-            current = rest + [step.result]
+            yield found if found.operands == (i, j) else replace(found, operands=(i, j))
+            current = rest + [found.result]
             positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
     assert len(current) == 1, current
-    return steps
+
+
+def _step_floors(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_order: Labels,
+                 extents: dict[int, int], model: CostModel) -> list[float] | None:
+    """A lower bound on each step's price along ``path`` (`CostModel.contraction_floor_ns`
+    plus the result buffer every kernel pays), from label sets alone: nothing lowered.  None
+    where the model has no floor."""
+    current = [frozenset(t) for t in terms]
+    output_set = frozenset(final_order)
+    floors: list[float] = []
+    for contraction in path:
+        positions = sorted(contraction)
+        while len(positions) > 1:
+            i, j = positions[0], positions[1]
+            rest = [t for k, t in enumerate(current) if k not in (i, j)]
+            keep = output_set.union(*rest)
+            x, y = current[i], current[j]
+            shared = x & y
+            contract = shared - keep
+            result = ((x | y) & keep)
+            floor = 0.0   # (an outer or elementwise product: priced by elements alone)
+            if contract:
+                found = model.contraction_floor_ns(
+                    size_of(tuple(shared & keep), extents), size_of(tuple((x & keep) - shared), extents),
+                    size_of(tuple(contract), extents), size_of(tuple((y & keep) - shared), extents))
+                if found is None:
+                    return None
+                elements = size_of(tuple(result), extents)
+                floor = found + (model.result_buffer_ns(elements) if not rest
+                                 else model.fresh_buffer_ns(elements))
+            floors.append(floor)
+            current = rest + [result]
+            positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
+    return floors
+
+
+class Candidates(list[Schedule]):
+    """`lower_candidates`' schedules; ``complete`` is False where the bounded search
+    (``keep_within``) left out paths it proved slower."""
+
+    complete: bool = True
+
+
+def _bounded(paths: list[tuple[tuple[int, ...], ...]], terms: list[Labels], final_order: Labels,
+             extents: dict[int, int], use_einsum: bool, model: CostModel, keep_within: float,
+             memo: dict[Any, Step]) -> list[int] | None:
+    """Which of ``paths`` to lower: every one whose modelled cost is at most ``keep_within``
+    times the fastest's, or at most the second fastest's (a branch and bound: each path's
+    steps priced lazily in order, the unpriced ones counted at their floor, the path of
+    lowest bound advanced first and the search ended once no bound is within reach).  None
+    where the model has no floor (lower them all)."""
+    floors = [_step_floors(terms, path, final_order, extents, model) for path in paths]
+    if any(f is None for f in floors):
+        return None
+    call = model.call_ns(len(terms) - 1)
+    walks = [_walk_steps(terms, path, final_order, extents, use_einsum, model, memo) for path in paths]
+    priced = [0.0] * len(paths)
+    counted = [0] * len(paths)
+    heap = [(call + sum(f or ()), k) for k, f in enumerate(floors)]
+    heapq.heapify(heap)
+    done: list[float] = []
+    lowered: list[int] = []
+    while heap:
+        bound, k = heapq.heappop(heap)
+        if len(done) >= 2 and bound > max(keep_within * done[0], done[1]):
+            break   # every bound left is at least this one
+        step = next(walks[k], None)
+        if step is None:
+            lowered.append(k)
+            bisect.insort(done, bound)
+            continue
+        priced[k] += step.cost_ns
+        counted[k] += 1
+        rest = floors[k] or ()
+        heapq.heappush(heap, (call + priced[k] + sum(rest[counted[k]:]), k))
+    return sorted(lowered)
 
 
 def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
@@ -502,7 +585,8 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                      extents_by_label: tuple[int, ...] | None = None,
                      layouts: tuple[int, ...] | None = None,
                      cost_model: CostModel = NUMPY_MODEL, tier: str = "full",
-                     follow: Sequence[Schedule] = ()) -> list[Schedule]:
+                     follow: Sequence[Schedule] = (), keep_within: float | None = None,
+                     ) -> list[Schedule]:
     """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
     one direct schedule, or one pairwise schedule per candidate path.
 
@@ -512,6 +596,11 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
     extents and of the same structure: labels, axes of extent 1, layouts) whose strategy these
     extents take, with its path and its steps' decisions (`reextent`; an empty list where none
     has that strategy).
+
+    ``keep_within`` (the full tier's candidate paths): leave out the paths a branch and bound
+    proves slower than ``keep_within`` times the fastest and than the second fastest (each
+    step's price bounded below by the model's `CostModel.contraction_floor_ns`); the list is
+    then a `Candidates` whose ``complete`` is False.  None (the default) lowers every path.
 
     >>> [s.path for s in lower_candidates(((0, 1), (1, 2), (2, 3)), (0, 3), ((2, 3), (3, 4), (4, 5)),
     ...                                   strategy='pairwise')][:2]
@@ -587,8 +676,15 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
         paths = [_find_path(optimize, terms, final_order, extents)]
         name = _optimizer_name(optimize)
     memo: dict[Any, Step] = {}
-    return [_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive, einsum,
-                      use_einsum, preps, layouts, cost_model, memo) for path in paths]
+    complete = True
+    if keep_within is not None and len(paths) > 2:
+        chosen = _bounded(paths, terms, final_order, extents, use_einsum, cost_model, keep_within, memo)
+        if chosen is not None and len(chosen) < len(paths):
+            paths, complete = [paths[k] for k in chosen], False
+    lowered = Candidates(_pairwise(inputs, output, shapes, output_shape, extents, path, name, naive,
+                                   einsum, use_einsum, preps, layouts, cost_model, memo) for path in paths)
+    lowered.complete = complete
+    return lowered
 
 
 def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, int], naive: int,
