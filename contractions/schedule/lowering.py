@@ -458,24 +458,33 @@ def _walk_steps(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_or
     """`_walk`'s steps one at a time (the bounded search prices a path's steps lazily)."""
     current = list(terms)
     output_set = set(final_order)
+    for i, j in _pair_positions(path, len(current)):
+        rest = [t for k, t in enumerate(current) if k not in (i, j)]
+        keep = set(output_set).union(*rest) if rest else set(output_set)
+        final = final_order if not rest else None
+        # Candidate paths share most of their steps: price each distinct one once.
+        key = (current[i], current[j], frozenset(keep), final)
+        memoised = memo.get(key) if memo is not None else None
+        found = memoised or _step((i, j), current[i], current[j], keep, extents, final,
+                                  use_einsum, model)
+        if memo is not None:
+            memo[key] = found
+        yield found if found.operands == (i, j) else replace(found, operands=(i, j))
+        current = rest + [found.result]
+    assert len(current) == 1, current
+
+
+def _pair_positions(path: tuple[tuple[int, ...], ...], n_terms: int) -> Iterator[tuple[int, int]]:
+    """The positions of each pair ``path`` contracts in a working list of ``n_terms`` terms
+    (each result appended; an entry of 3+ operands folded pairwise, its partial result taking
+    the next pair's place)."""
     for contraction in path:
         positions = sorted(contraction)
         while len(positions) > 1:
             i, j = positions[0], positions[1]
-            rest = [t for k, t in enumerate(current) if k not in (i, j)]
-            keep = set(output_set).union(*rest) if rest else set(output_set)
-            final = final_order if not rest else None
-            # Candidate paths share most of their steps: price each distinct one once.
-            key = (current[i], current[j], frozenset(keep), final)
-            memoised = memo.get(key) if memo is not None else None
-            found = memoised or _step((i, j), current[i], current[j], keep, extents, final,
-                                      use_einsum, model)
-            if memo is not None:
-                memo[key] = found
-            yield found if found.operands == (i, j) else replace(found, operands=(i, j))
-            current = rest + [found.result]
-            positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
-    assert len(current) == 1, current
+            yield i, j
+            n_terms -= 1
+            positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [n_terms - 1])
 
 
 def _step_floors(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_order: Labels,
@@ -486,29 +495,25 @@ def _step_floors(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_o
     current = [frozenset(t) for t in terms]
     output_set = frozenset(final_order)
     floors: list[float] = []
-    for contraction in path:
-        positions = sorted(contraction)
-        while len(positions) > 1:
-            i, j = positions[0], positions[1]
-            rest = [t for k, t in enumerate(current) if k not in (i, j)]
-            keep = output_set.union(*rest)
-            x, y = current[i], current[j]
-            shared = x & y
-            contract = shared - keep
-            result = ((x | y) & keep)
-            floor = 0.0   # (an outer or elementwise product: priced by elements alone)
-            if contract:
-                found = model.contraction_floor_ns(
-                    size_of(tuple(shared & keep), extents), size_of(tuple((x & keep) - shared), extents),
-                    size_of(tuple(contract), extents), size_of(tuple((y & keep) - shared), extents))
-                if found is None:
-                    return None
-                elements = size_of(tuple(result), extents)
-                floor = found + (model.result_buffer_ns(elements) if not rest
-                                 else model.fresh_buffer_ns(elements))
-            floors.append(floor)
-            current = rest + [result]
-            positions = sorted([p - (p > i) - (p > j) for p in positions[2:]] + [len(current) - 1])
+    for i, j in _pair_positions(path, len(current)):
+        rest = [t for k, t in enumerate(current) if k not in (i, j)]
+        keep = output_set.union(*rest)
+        x, y = current[i], current[j]
+        shared = x & y
+        contract = shared - keep
+        result = (x | y) & keep
+        floor = 0.0   # (an outer or elementwise product: priced by elements alone)
+        if contract:
+            found = model.contraction_floor_ns(
+                size_of(tuple(shared & keep), extents), size_of(tuple((x & keep) - shared), extents),
+                size_of(tuple(contract), extents), size_of(tuple((y & keep) - shared), extents))
+            if found is None:
+                return None
+            elements = size_of(tuple(result), extents)
+            floor = found + (model.result_buffer_ns(elements) if not rest
+                             else model.fresh_buffer_ns(elements))
+        floors.append(floor)
+        current = rest + [result]
     return floors
 
 
