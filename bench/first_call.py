@@ -17,8 +17,9 @@ strings (all strings, and those with 3-4 operands);
 
 (iii) **large work** (numpy): a few 3-4 operand calls with about ``LARGE_FLOPS`` of work (5-10 ms):
     the first call of a new string (caches and scratch buffers cleared) and of a new shape of a
-    known string, against the same call warm and ``contract_expression``'s warm call (warm:
-    interleaved medians, bench/timing.py);
+    known string (caches cleared, the string called once at extents one lowercase letter
+    smaller by k, as a loop whose ranks grow), against the same call warm and
+    ``contract_expression``'s warm call (warm: interleaved medians, bench/timing.py);
 (iv) **JAX**: the first call of ``jax.jit(lambda *a: contract(s, *a))`` (trace, lowering, compile
     and ``contract``'s planning, engine caches cleared, letters renamed) against
     ``jax.jit(lambda *a: jnp.einsum(expanded, *a))``, float32.
@@ -225,12 +226,34 @@ def large_case(subscripts: str, groups: dict[str, tuple[int, ...]], flops: float
     letters = [c for c, _ in case.lower]
     n = 2
     while True:
-        lower = {c: n for c in letters}
-        shapes = tuple(_term_shape(t, groups, lower) for t in subscripts.split("->")[0].split(","))
+        shapes = large_shapes(subscripts, groups, {c: n for c in letters})
         cost = float(opt_einsum.contract_path(case.expanded, *shapes, shapes=True, optimize="greedy")[1].opt_cost)
         if cost >= flops or n > 512:
             return shapes, case.kwargs, case.expanded, cost
         n += 1 if n < 16 else 2
+
+
+def large_shapes(subscripts: str, groups: dict[str, tuple[int, ...]], lower: dict[str, int]):
+    return tuple(_term_shape(t, groups, lower) for t in subscripts.split("->")[0].split(","))
+
+
+def nearby(subscripts: str, groups: dict[str, tuple[int, ...]], shapes, k: int):
+    """``shapes`` with one lowercase letter's extent lowered by ``k`` (a different letter for
+    each ``k``): the extents a loop called the string at before this shape, as part (i)'s
+    repetitions grow one extent by k."""
+    lhs = subscripts.split("->")[0].split(",")
+    lower: dict[str, int] = {}
+    for term, shape in zip(lhs, shapes):
+        axes = iter(shape)
+        for c in term:
+            if c.isupper():
+                for _ in groups[c]:
+                    next(axes)
+            else:
+                lower[c] = next(axes)
+    letters = sorted(lower)
+    letter = letters[(k - 1) % len(letters)]
+    return large_shapes(subscripts, groups, {**lower, letter: max(1, lower[letter] - k)})
 
 
 def measure_large(subscripts: str, groups, flops: float, reps: int, repeats: int, batch: float) -> dict:
@@ -247,9 +270,11 @@ def measure_large(subscripts: str, groups, flops: float, reps: int, repeats: int
         seconds, result = once(lambda s=fresh, kw=kw: contract(s, *ops, **kw))
         first_string.append(seconds * 1e3)
         _check(result, reference, f"{fresh} (large, new string)")
-        known, kw = renamed(subscripts, 13 + k, kwargs)  # a known string, a new shape
-        small = arrays(tuple(tuple(max(1, n // 2) for n in s) for s in shapes))
-        contract(known, *small, **kw)
+        # A known string, a new shape: the caches cleared (the new-string call above planned
+        # these very labels at these shapes), the string called at nearby extents, then here.
+        known, kw = renamed(subscripts, 13 + k, kwargs)
+        clear_engine_caches()
+        contract(known, *arrays(nearby(subscripts, groups, shapes, k)), **kw)
         contractions.clear_scratch()
         seconds, _ = once(lambda s=known, kw=kw: contract(s, *ops, **kw))
         first_shape.append(seconds * 1e3)
@@ -422,7 +447,8 @@ def render(results: dict, smoke: bool, wall: float | None = None) -> str:
         lines += ["### Large work (numpy)", "",
                   "3-4 operand calls of about "
                   f"{large[0]['flops']:.1e} flops (opt_einsum's count): the first call of a new string (caches and "
-                  "scratch buffers cleared) and of a new shape of a known string (median of the repetitions), "
+                  "scratch buffers cleared) and of a new shape of a known string (caches cleared, the string "
+                  "called once at extents one lowercase letter smaller by k; median of the repetitions), "
                   "against the same call warm and `contract_expression`'s warm call (interleaved medians).", "",
                   "| subscripts | flops | first, new string (ms) | first, new shape (ms) | warm (ms) | "
                   "expression warm (ms) | first / warm | warm / expression |",

@@ -312,6 +312,7 @@ def test_explain_prints_the_steps_executed_on_random_strings(problem, seed):
     _check_explain_matches_execution(problem.subscripts, operands, optimize="greedy", **pins)
 
 
+@pytest.mark.usefixtures("nothing_planned")   # (its first call: a structure not planned before)
 def test_explanation_holds_the_report_as_data():
     e = explanation("WKCi,Cio->WKCo", (2, 3, 4, 5), (4, 5, 6))
     assert e.group_lengths == {"W": 2, "K": 0, "C": 1} and e.co_travelling == ("WK",)

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contractions import api, contract, contract_expression, explanation, identifiability, make_plan
+from contractions import (
+    ContractionError,
+    api,
+    contract,
+    contract_expression,
+    explanation,
+    identifiability,
+    make_plan,
+)
 from contractions.backends.any_extents import compile_any_extents
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
@@ -311,3 +319,110 @@ def test_the_first_tiers_einsum_along_the_path_computes_the_contraction(problem,
         assert not isinstance(got, np.ndarray) or dtype == "object"   # a numpy scalar, as np.einsum
     np.testing.assert_allclose(np.asarray(got, dtype=np.complex128), want,
                                rtol=1e-3 if dtype == "float16" else 1e-12, atol=1e-3)
+
+
+# ---------------------------------------------------------------------- blocked structures
+BLOCKING_LIMIT = 20_000   # elements: MID's fastest order needs 4x that unblocked
+
+
+def test_a_blocked_structures_other_shapes_follow_its_cut(search_is_dear):
+    first = tiers.first_schedule(make_plan(STRING, MID, ()), memory_limit=BLOCKING_LIMIT)
+    assert first.tier == "full" and first.schedule.blocking is not None   # blocks: searched
+    assert first.schedule.blocking.base is not None
+    reused = tiers.first_schedule(make_plan(STRING, MID_OTHER, ()), memory_limit=BLOCKING_LIMIT)
+    assert reused.tier == "reuse" and reused.upgrade_after > 1
+    blocking = reused.schedule.blocking
+    assert blocking is not None and blocking.purpose == "memory"
+    assert set(blocking.labels) <= set(first.schedule.blocking.labels)
+    assert reused.schedule.peak_extra <= BLOCKING_LIMIT
+    assert reused.schedule.path == first.schedule.path
+    # the blocks take the structure's decisions: the kernels and result orders of its base
+    base = first.schedule.blocking.base
+    for _, inner in blocking.inner:
+        assert [(s.kernel, s.result, s.swap) for s in inner.steps] == [
+            (s.kernel, s.result, s.swap) for s in base.steps]
+    ops = operands(MID_OTHER)
+    np.testing.assert_allclose(compile_schedule(reused.schedule, NUMPY_OPS)(*ops), np.einsum(HAND, *ops),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_the_search_for_blocks_is_priced_into_when_the_full_search_runs(search_is_dear, monkeypatch):
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 0.0)
+    plan = make_plan(STRING, MID, ())
+    tiers.first_schedule(plan, memory_limit=BLOCKING_LIMIT)
+    reused = tiers.first_schedule(make_plan(STRING, MID_OTHER, ()), memory_limit=BLOCKING_LIMIT)
+    assert reused.tier == "reuse" and reused.search_ns == tiers.blocks_search_ns()
+    # (paths priced at nothing, blocks searched at nothing: the full search runs at once)
+    monkeypatch.setattr(tiers, "blocks_search_ns", lambda model=None: 0.0)
+    again = tiers.first_schedule(make_plan(STRING, MID_OTHER, ()), memory_limit=BLOCKING_LIMIT)
+    assert again.tier == "full" and again.schedule.peak_extra <= BLOCKING_LIMIT
+
+
+def test_an_unblocked_structure_that_breaks_the_limit_at_new_extents_is_searched(search_is_dear):
+    limit = 200_000
+    small = tiers.first_schedule(make_plan(STRING, MID, ()), memory_limit=limit)
+    assert small.schedule.blocking is None and small.schedule.peak_extra <= limit
+    big = ((400, 2, 120), (2, 120, 50, 60), (400, 2, 50))
+    first = tiers.first_schedule(make_plan(STRING, big, ()), memory_limit=limit)
+    assert first.tier == "full" and first.schedule.peak_extra <= limit
+
+
+def test_contract_follows_a_blocked_structure_then_upgrades(monkeypatch):
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 0.0)
+    monkeypatch.setattr(tiers, "blocks_search_ns", lambda model=None: 1e15)
+    # (a new structure beyond the limit is searched at once, however dear the search)
+    contract(STRING, *operands(MID), memory_limit=BLOCKING_LIMIT)
+    first = tiers.first_schedule(make_plan(STRING, MID_OTHER, ()), memory_limit=BLOCKING_LIMIT,
+                                 remember=False)
+    assert first.tier == "reuse"
+    # the search priced so that it takes over on this shape's second call
+    monkeypatch.setattr(tiers, "blocks_search_ns",
+                        lambda model=None: 1.5 * tiers.SEARCH_FRACTION * first.schedule.cost_ns)
+    assert explanation(STRING, *MID_OTHER, memory_limit=BLOCKING_LIMIT).first_call.upgrade_after == 2
+    ops = operands(MID_OTHER, seed=3)
+    want = np.einsum(HAND, *ops)
+    followed = contract(STRING, *ops, memory_limit=BLOCKING_LIMIT)
+    np.testing.assert_allclose(followed, want, rtol=1e-10, atol=1e-12)
+    upgraded = contract(STRING, *ops, memory_limit=BLOCKING_LIMIT)   # the full search runs
+    np.testing.assert_allclose(upgraded, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(
+        upgraded, contract_expression(STRING, *MID_OTHER, memory_limit=BLOCKING_LIMIT)(*ops))
+
+
+# (small problems would be one einsum call: this model plans every problem pairwise)
+PAIRWISE_MODEL = NUMPY_MODEL.with_prices(direct_max_naive=0, direct_max_naive_many_labels=0)
+FOLLOWED_BLOCKS: list[int] = []
+
+
+@settings(max_examples=40, deadline=None)
+@given(grouped_problems(max_terms=4), st.integers(1, 3), st.integers(1, 3), st.sampled_from([2, 3, 8]))
+def test_blocks_that_follow_a_structure_compute_the_contraction(problem, step_a, step_b, share):
+    first, second = _resized(problem, step_a), _resized(problem, step_b)
+    info = identifiability(problem.subscripts)
+    supplements = tuple(sorted((k[4:], v) for k, v in needed_supplements(problem, info).items()))
+    plans = [make_plan(p.subscripts, tuple(p.operand_shapes()), supplements) for p in (first, second)]
+    unbounded = make_schedule(plans[0], cost_model=PAIRWISE_MODEL)
+    if unbounded.strategy != "pairwise" or unbounded.peak_extra < 2 * share:
+        return   # nothing to cut
+    limit = unbounded.peak_extra // share
+    tiers.clear_templates()
+    try:
+        searched = tiers.first_schedule(plans[0], memory_limit=limit, cost_model=PAIRWISE_MODEL)
+    except ContractionError:
+        return   # (no blocks within MAX_BLOCKS: the limit is refused, the structure unknown)
+    followed = tiers.first_schedule(plans[1], memory_limit=limit, cost_model=PAIRWISE_MODEL)
+    if searched.schedule.blocking is not None and followed.tier == "reuse":
+        assert followed.schedule.peak_extra <= limit
+        if followed.schedule.blocking is not None:
+            FOLLOWED_BLOCKS.append(followed.schedule.blocking.n_blocks)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in second.operand_shapes()]
+    np.testing.assert_allclose(compile_schedule(followed.schedule, NUMPY_OPS)(*arrays),
+                               np.einsum(hand_expand(second), *arrays), rtol=1e-9, atol=1e-9)
+
+
+def test_the_property_test_above_ran_blocks_that_follow_a_structure():
+    # (hypothesis runs it first in file order: a structure followed in blocks at least once)
+    if not FOLLOWED_BLOCKS:
+        test_blocks_that_follow_a_structure_compute_the_contraction()
+    assert FOLLOWED_BLOCKS

@@ -144,10 +144,13 @@ class Profile:
     # the limit, blocking tests), its price per step it lowers (every candidate path of n
     # operands has n - 1 steps) and, past four operands, its path searches (opt_einsum's greedy
     # and dp, cotengra's).  Measured on the development VM (bench/first_call.py): 18 paths of
-    # 3 steps in ~4.4 ms, 3 paths of 2 steps in ~0.7 ms.
+    # 3 steps in ~4.4 ms, 3 paths of 2 steps in ~0.7 ms.  Where the memory limit asks for
+    # blocks, the search for them adds `search_blocks_ns` (chunkings of the two fastest orders
+    # priced, the chosen blocks lowered: 6.8-10 ms for the large 3-4 operand calls there).
     search_fixed_ns: float = 150_000.0
     search_step_ns: float = 75_000.0
     search_paths_ns: float = 10_000_000.0
+    search_blocks_ns: float = 7_500_000.0
 
     # ------------------------------------------------------------------- caches and memory
     # Derived from the cache sizes (`cache_prices`): a bandwidth-bound chain is made in blocks

@@ -20,7 +20,15 @@ from ..model.numpy_prices import NUMPY_MODEL, access_pattern, einsum_step_ns
 from ..model.protocol import CostModel, size_of
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
-from .lowering import Candidates, _permutation, broadcast_step_ns, lower_candidates, reduce_ns
+from .lowering import (
+    Candidates,
+    _naive_flops,
+    _permutation,
+    broadcast_step_ns,
+    lower_candidates,
+    reduce_ns,
+    reextent,
+)
 from .memory import (
     BLOCK_HEADROOM,
     _limit_for,
@@ -408,6 +416,60 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         target = max(1, min(target - 1, int(target * limit / blocked.peak_extra)))
 
 
+def block_like(base: Schedule, template: Blocking, limit: int,
+               model: CostModel = NUMPY_MODEL) -> Schedule | None:
+    """``base`` (an unblocked schedule that follows a structure's decisions at new extents,
+    `reextent`) run in blocks as ``template``, the blocks its structure's full search chose
+    at other extents, within ``limit``: nothing searched and nothing priced.  Each label the
+    template cut is cut into as many chunks as there (the peak scales with the chunks);
+    while the blocked run's peak is beyond the limit's headroom, the chunk whose halving
+    lowers it most is halved.  A block takes the decisions of the template's block of its
+    structure (lowered for block shapes), else ``base``'s.  None when these
+    labels cannot bring the peak within ``limit`` in `MAX_BLOCKS` blocks (the full search's
+    job).
+
+    >>> from contractions.schedule import schedule_labels
+    >>> from contractions.schedule.ir import Blocking
+    >>> base = schedule_labels(((0, 1, 2), (0, 2, 3)), (0, 1, 3), ((8, 30, 40), (8, 40, 50)),
+    ...                        strategy='pairwise')
+    >>> cut = Blocking(labels=(0,), chunks=(4,), counts=(2,), accumulate=False, operand_axes=(),
+    ...                storage=(), storage_axes=(), inner=())
+    >>> blocked = block_like(base, cut, 3_000)
+    >>> blocked.blocking.labels, blocked.blocking.chunks, blocked.peak_extra <= 3_000
+    ((0,), (1,), True)
+    """
+    extents = base.extents
+    counts = {lab: n for lab, n in zip(template.labels, template.counts) if extents.get(lab, 1) > 1}
+    labels = list(counts)
+    if base.strategy != "pairwise" or base.blocking is not None or not labels:
+        return None
+    target = max(1, int(limit * BLOCK_HEADROOM))
+
+    def peak(chunks: dict[int, int]) -> int:
+        sliced, hoisted = _structure(base, {lab for lab in labels if chunks[lab] < extents[lab]})
+        block = {**extents, **chunks}
+        return _loop_peak(base, base, block, block, sliced, hoisted)
+
+    chunks = {lab: -(-extents[lab] // min(counts[lab], extents[lab])) for lab in labels}
+    reached = peak(chunks)
+    while reached > target:
+        trials = []
+        for lab in labels:
+            if chunks[lab] > 1:
+                trial = {**chunks, lab: -(-chunks[lab] // 2)}
+                trials.append((peak(trial), -chunks[lab], trial))
+        if not trials:
+            return None
+        reached, _, chunks = min(trials, key=lambda t: t[:2])
+        if math.prod(-(-extents[lab] // chunks[lab]) for lab in labels) > MAX_BLOCKS:
+            return None
+    blocked = _assemble(base, chunks, labels, True, model,
+                        follow=[inner for _, inner in template.inner])
+    if blocked.blocking is None or not blocked.blocking.labels or blocked.peak_extra > limit:
+        return None
+    return replace(blocked, memory_limit=limit)
+
+
 def _improve(chunks: dict[int, int], peak: int, cost: float, target: int, labels: list[int],
              extents: dict[int, int], measure: Callable[[dict[int, int]], tuple[int, float, int]],
              rounds: int = 16) -> tuple[dict[int, int], int, float]:
@@ -439,9 +501,12 @@ def _improve(chunks: dict[int, int], peak: int, cost: float, target: int, labels
 
 
 def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_einsum: bool,
-              model: CostModel = NUMPY_MODEL) -> Schedule:
+              model: CostModel = NUMPY_MODEL, follow: Sequence[Schedule] | None = None) -> Schedule:
     """The blocked schedule for these chunk sizes: one inner schedule per kind of block
-    (full chunks, and the shorter last chunk of each cut label), its exact peak and cost."""
+    (full chunks, and the shorter last chunk of each cut label), its exact peak and cost.
+    Each block is lowered afresh for its shapes, or, given ``follow`` (blocks planned at
+    other extents), takes the decisions of the one of its structure (the same axes of 1),
+    else ``base``'s (`reextent`: nothing searched, prices scaled by FLOPs)."""
     inputs, output, shapes, extents = base.inputs, base.output, base.shapes, base.extents
     sliced_labels = tuple(lab for lab in labels if chunks[lab] < extents[lab])
     sizes = tuple(chunks[lab] for lab in sliced_labels)
@@ -458,8 +523,15 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         length_of = dict(zip(sliced_labels, lengths))
         block_shapes = tuple(tuple(length_of.get(lab, n) if n != 1 else 1 for lab, n in zip(t, s))
                              for t, s in zip(inputs, shapes))
-        block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
-                                layouts=base.layouts, cost_model=model)
+        if follow is not None:
+            block_extents = {**extents, **length_of}
+            ones = [n == 1 for shape in block_shapes for n in shape]
+            like = next((f for f in follow if [n == 1 for shape in f.shapes for n in shape] == ones), base)
+            block = reextent(like, block_shapes, block_extents,
+                             _naive_flops(inputs, output, block_extents), model)
+        else:
+            block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
+                                    layouts=base.layouts, cost_model=model)
         block = replace(block, finish=_into_storage(block, storage))
         variants.append((lengths, block))
         how_many = math.prod(
@@ -482,7 +554,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
                                  for lab in sliced_labels) for t, s in zip(inputs, shapes)),
         storage=storage,
         storage_axes=tuple(tuple(a for a, l2 in enumerate(storage) if l2 == lab) for lab in sliced_labels),
-        inner=tuple(variants), hoisted=hoisted, sliced=sliced)
+        inner=tuple(variants), hoisted=hoisted, sliced=sliced, base=base)
     return replace(base, preparations=first.preparations, steps=first.steps, finish=to_output,
                    peak_extra=peak, cost_ns=total, blocking=blocking)
 

@@ -137,7 +137,9 @@ class Blocking:
     written without a transpose and the call returns the buffer permuted to output order (a
     view: the schedule's ``finish``); each schedule in ``inner`` finishes its block in
     ``storage`` order.  ``purpose`` says why: ``'memory'`` (the limit) or ``'cache'`` (a
-    bandwidth-bound chain, its intermediates kept cache-sized).
+    bandwidth-bound chain, its intermediates kept cache-sized).  ``base`` is the unblocked
+    schedule these blocks cut, whose decisions a later shape of the same structure follows
+    (`schedule.tiers`, the reuse tier); not part of the schedule's identity.
     """
 
     labels: Labels
@@ -151,6 +153,7 @@ class Blocking:
     hoisted: tuple[int, ...] = ()
     sliced: tuple[bool, ...] = ()
     purpose: str = "memory"
+    base: Schedule | None = field(default=None, compare=False, repr=False)
 
     @property
     def n_blocks(self) -> int:

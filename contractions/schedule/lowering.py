@@ -615,7 +615,7 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                else _extents_of(inputs, shapes))
     output_shape = tuple(extents[lab] for lab in output)
     distinct = {lab for term in inputs for lab in term}
-    naive = _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
+    naive = _naive_flops(inputs, output, extents)
     einsum = _einsum_string(inputs, output)
     if strategy not in (None, "direct", "pairwise"):
         raise ValueError(f"strategy must be 'direct' or 'pairwise', got {strategy!r}")
@@ -692,6 +692,12 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
     return lowered
 
 
+def _naive_flops(inputs: tuple[Labels, ...], output: Labels, extents: dict[int, int]) -> int:
+    """The FLOPs of the contraction as one loop over every label (`Schedule.naive_flops`)."""
+    distinct = {lab for term in inputs for lab in term}
+    return _flop_count(tuple(distinct), bool(distinct - set(output)), max(len(inputs), 1), extents)
+
+
 def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, int], naive: int,
              model: CostModel = NUMPY_MODEL) -> Schedule:
     """``template``, an unblocked pairwise schedule, at other extents of the same structure (the
@@ -706,10 +712,13 @@ def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, i
     ((5, 7), (5, 7), 420)
     """
     ext = extents.__getitem__
+    # (a squeeze keeps the axes the template kept: the same ones at the same structure, and
+    # in a block of a blocked run a label cut to chunks of 1 stays an axis of 1)
     preps = tuple(
-        prep if prep.squeeze is None else replace(
-            prep, squeeze=tuple(n for n in (shape[::-1] if prep.transpose else shape) if n != 1))
-        for prep, shape in zip(template.preparations, shapes))
+        prep if prep.squeeze is None else replace(prep, squeeze=tuple(
+            n for n, was in zip(*((shape[::-1], old[::-1]) if prep.transpose else (shape, old)))
+            if was != 1))
+        for prep, shape, old in zip(template.preparations, shapes, template.shapes))
     steps = []
     for step in template.steps:
         lx = tuple(lab for a, lab in enumerate(step.x_labels) if a not in step.sum_x)

@@ -54,7 +54,7 @@ from ..model.numpy_prices import NUMPY_MODEL
 from ..model.profile import active_profile
 from ..model.protocol import CostModel
 from ..plan import PLAN_CACHE_SIZE, Plan
-from .blocking import as_one_einsum, make_schedule
+from .blocking import as_one_einsum, block_like, make_schedule
 from .ir import Schedule
 from .lowering import lower_candidates
 from .memory import _resolve_limit
@@ -105,8 +105,9 @@ def structure_key(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
 
 
 def _remember(key: tuple[Any, ...], schedule: Schedule, tier: str) -> None:
-    if schedule.blocking is not None:
-        return  # a blocked schedule's decisions are its blocks': none to follow at other extents
+    blocking = schedule.blocking
+    if blocking is not None and (blocking.purpose != "memory" or blocking.base is None):
+        return  # cache-sized blocks: the full search weighs them per shape
     with _LOCK:
         known = _TEMPLATES.get(key)
         if known is None:
@@ -171,6 +172,17 @@ def quick_ns(n_operands: int, model: CostModel = NUMPY_MODEL) -> float:
     return prices.search_fixed_ns + prices.search_step_ns * max(n_operands - 1, 1)
 
 
+def blocks_search_ns(model: CostModel = NUMPY_MODEL) -> float:
+    """What the full search adds where the memory limit asks for blocks: the profile's
+    ``search_blocks_ns`` (the active profile's for a model without a profile).
+
+    >>> blocks_search_ns() > search_ns(4)
+    True
+    """
+    prices = getattr(model, "profile", None) or active_profile()
+    return prices.search_blocks_ns
+
+
 def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_einsum: bool = True,
                   layouts: tuple[int, ...] | None = None, cost_model: CostModel = NUMPY_MODEL) -> None:
     """Keep a full search's ``schedule`` of ``plan`` as its structure's decisions for later
@@ -220,8 +232,11 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     unplanned = entry is None or (not known and first is not None
                                   and first[0].extents == dict(enumerate(plan.extents)))
     tier = "reuse" if known else "first" if unplanned and along_path else "quick"
+    # (a blocked run is followed through the unblocked schedule its blocks cut)
     cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
-                             plan.extents, layouts, cost_model, tier=tier, follow=known)
+                             plan.extents, layouts, cost_model, tier=tier,
+                             follow=tuple(s.blocking.base if s.blocking and s.blocking.base else s
+                                          for s in known))
     if tier == "first":
         # (a one-einsum call is planned alike by every tier: the quick tier's from here)
         tier = "quick"
@@ -247,7 +262,15 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
             _remember(key, schedule, "full")
         return FirstPlan(replace(schedule, memory_limit=limit), "full", 0.0, 0)
     if limit is not None and schedule.peak_extra > limit:
-        return full()  # another order, or blocks: the full search's job
+        # The full search would search for blocks too (`blocks_search_ns`).  The reuse tier
+        # cuts the labels the structure's full search cut, when it did; otherwise another
+        # order or blocks found by search: the full search's job.
+        search += blocks_search_ns(cost_model)
+        cut = next((s.blocking for s in known if s.blocking is not None), None)
+        blocked = block_like(schedule, cut, limit, cost_model) if tier == "reuse" and cut else None
+        if blocked is None:
+            return full()
+        schedule = blocked
     upgrade_after = math.ceil(search / (SEARCH_FRACTION * max(schedule.cost_ns, 1.0)))
     if upgrade_after <= 1:
         return full()
