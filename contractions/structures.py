@@ -133,6 +133,10 @@ class Structure:
         if known is None:
             return None
         schedule = known[0]
+        if schedule.blocking is not None and schedule.blocking.base is not None:
+            # a blocked template: its unblocked decisions run the shapes that fit the limit
+            # (the others are declined below, and blocked by the reuse tier)
+            schedule = schedule.blocking.base
         found = self.programs.get(id(schedule))
         if found is None or found[0] is not schedule:
             if strategy == "direct":

@@ -239,3 +239,24 @@ def test_numpy_never_runs_one_call_past_its_threshold(search_is_dear):
     structure = known_structure(structure_key_of(STRING, small, ()))
     assert structure is not None and not structure.one_call_for_steps
     assert structure.runner(MID) is DECLINED     # the steps need their own template
+
+
+def test_a_blocked_structure_serves_the_shapes_that_fit_and_blocks_the_others(search_is_dear):
+    # (W and C of one axis each; the default limit is 2**20 elements)
+    big = ((256, 16, 34), (16, 34, 34, 34), (256, 16, 34))        # W C i b: 4.7M, beyond it
+    contract(STRING, *operands(big))
+    template = tiers.templates_of(tiers.structure_key(make_plan(STRING, big, ()), None, True, NUMPY_MODEL))
+    assert template["pairwise"][0].blocking is not None             # the full search cut it
+    small = ((16, 16, 34), (16, 34, 34, 34), (16, 16, 34))         # 0.3M: fits
+    before = planned()
+    ops = operands(small, seed=1)
+    got = contract(STRING, *ops)
+    assert planned() == before                # the structure's program: the blocks' base
+    np.testing.assert_allclose(got, np.einsum(HAND, *ops), rtol=1e-10, atol=1e-10)
+    other = ((256, 16, 33), (16, 33, 34, 34), (256, 16, 34))       # beyond it again
+    ops = operands(other, seed=2)
+    got = contract(STRING, *ops)
+    assert planned() == before + 1            # the checked route: blocks that follow the cut
+    assert tiers.first_schedule(make_plan(STRING, other, ()), memory_limit="default",
+                                remember=False).tier == "reuse"
+    np.testing.assert_allclose(got, np.einsum(HAND, *ops), rtol=1e-10, atol=1e-10)

@@ -528,7 +528,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
             ones = [n == 1 for shape in block_shapes for n in shape]
             like = next((f for f in follow if [n == 1 for shape in f.shapes for n in shape] == ones), base)
             block = reextent(like, block_shapes, block_extents,
-                             _naive_flops(inputs, output, block_extents), model)
+                             _naive_flops(inputs, output, block_extents), model, peak=False)
         else:
             block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
                                     layouts=base.layouts, cost_model=model)

@@ -699,11 +699,13 @@ def _naive_flops(inputs: tuple[Labels, ...], output: Labels, extents: dict[int, 
 
 
 def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, int], naive: int,
-             model: CostModel = NUMPY_MODEL) -> Schedule:
+             model: CostModel = NUMPY_MODEL, peak: bool = True) -> Schedule:
     """``template``, an unblocked pairwise schedule, at other extents of the same structure (the
-    same labels and the same axes of extent 1): every decision kept (path, kernels, result
+    same labels and the same axes of extent 1; in a block, an axis cut to 1 that the template
+    kept stays an axis): every decision kept (path, kernels, result
     orders, matmul layouts, promoted labels), every shape and view computed for ``extents``,
-    FLOPs counted, prices scaled by FLOPs (`_scaled`: nothing is priced), the peak counted.
+    FLOPs counted, prices scaled by FLOPs (`_scaled`: nothing is priced), the peak counted
+    (unless ``peak`` is False: a block of a blocked run, whose peak the blocking counts).
 
     >>> from contractions.schedule import schedule_labels
     >>> base = schedule_labels(((0, 1), (1, 2)), (0, 2), ((20, 30), (30, 40)), strategy='pairwise')
@@ -748,7 +750,8 @@ def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, i
         steps=tuple(steps), finish=replace(template.finish, shape=output_shape), flops=flops,
         naive_flops=naive, cost_ns=overhead + sum(step.cost_ns for step in steps),
         memory_limit=None)
-    return replace(schedule, peak_extra=_peak_extra(schedule))
+    # (``peak=False``: a block of a blocked run, whose peak the blocking counts itself: 0 here)
+    return replace(schedule, peak_extra=_peak_extra(schedule) if peak else 0)
 
 
 def _fewest_flops(terms: list[Labels], output: Labels,
