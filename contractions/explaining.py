@@ -128,8 +128,10 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
                                        chosen.uses_einsum, limit, layouts, chosen.cost_model or NUMPY_MODEL,
                                        remember=False, along_path=chosen.einsum_along_path)
                 if first.search_ns:  # (one einsum call has nothing to search: no line)
+                    blocking = first.schedule.blocking
                     first_call = FirstCall(first.tier, first.search_ns, first.schedule.path,
-                                           first.schedule.cost_ns, first.upgrade_after)
+                                           first.schedule.cost_ns, first.upgrade_after,
+                                           blocking.n_blocks if blocking is not None else 0)
             plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
                                       chosen.uses_einsum, chosen.cost_model)
         exp, lengths = plan.expansion, plan.lengths

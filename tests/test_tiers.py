@@ -336,6 +336,9 @@ def test_a_blocked_structures_other_shapes_follow_its_cut(search_is_dear):
     assert set(blocking.labels) <= set(first.schedule.blocking.labels)
     assert reused.schedule.peak_extra <= BLOCKING_LIMIT
     assert reused.schedule.path == first.schedule.path
+    report = explanation(STRING, *MID_OTHER, memory_limit=BLOCKING_LIMIT)
+    assert report.first_call.tier == "reuse" and report.first_call.blocks == blocking.n_blocks
+    assert f"in {blocking.n_blocks} blocks along the labels its search cut" in str(report)
     # the blocks take the structure's decisions: the kernels and result orders of its blocks
     # (lowered for block shapes) or of the schedule they cut
     def decisions(schedule):

@@ -259,13 +259,15 @@ class FirstCall:
     """How a first call of a shape is planned (`Explanation.first_call`): the ``tier``, the full
     search's predicted cost ``search_ns``, and for a cheaper tier its ``path``, its modelled
     ``cost_ns`` and ``upgrade_after`` (the call of this shape that runs the full search; for
-    the ``'first'`` tier, that plans the shape again)."""
+    the ``'first'`` tier, that plans the shape again); ``blocks``, the blocks it runs in (0:
+    unblocked; the reuse tier cuts the labels a blocked structure's search cut)."""
 
     tier: str
     search_ns: float
     path: tuple[tuple[int, ...], ...] = ()
     cost_ns: float = 0.0
     upgrade_after: int = 0
+    blocks: int = 0
 
     def __str__(self) -> str:
         search = f"{self.search_ns / 1e6:.2g} ms"
@@ -279,6 +281,8 @@ class FirstCall:
                     f"the full search (the schedule above, predicted {search}) when it pays")
         how = ("the decisions of a schedule planned at other extents" if self.tier == "reuse"
                else "the path of fewest FLOPs alone")
+        if self.blocks:
+            how += f", in {self.blocks} blocks along the labels its search cut"
         return (f"{self.tier} tier ({how}): path {[tuple(p) for p in self.path]}, modelled "
                 f"{self.cost_ns / 1e3:.3g} us; the full search (the schedule above, predicted "
                 f"{search}) takes over on call {self.upgrade_after} of this shape")

@@ -11,7 +11,9 @@ for itself (dev/decisions.md, "Planning that pays for itself"):
   same operand layouts) was planned before at other extents: its path and its steps'
   decisions (kernels, result orders, matmul layouts, promoted labels) are taken as they are,
   their views computed for the new extents and their prices scaled by FLOPs.  No search and
-  no pricing at all.
+  no pricing at all.  Where that schedule ran in blocks under the memory limit and the new
+  extents break the limit too, the same labels are cut (`blocking.block_like`), each block
+  taking the decisions of the search's block of its structure.
 * ``'first'``: the structure's very first call, where the backend can run one einsum call
   along a path (numpy, torch): one einsum call per pair of the path of fewest FLOPs, nothing
   else planned (`lowering._along_path`), when that is priced below what planning the quick
@@ -28,10 +30,13 @@ The rule: the full search runs when its predicted cost (`search_ns`) is at most
 `SEARCH_FRACTION` of the time the shape's calls have run so far, this one included (by the
 model's ``cost_ns``).  A first call whose work is large enough is planned fully at once; a
 small one runs its cheap schedule, and the shape's ``upgrade_after``-th call runs the full
-search.  A direct schedule (one einsum call, chosen for small problems by every tier alike), a
-cheap schedule that would break the memory limit, a zero extent, an explicit ``optimize=``
-and a cost model that declares ``cheap_first_plans = False`` (the GPU models, whose prices
-are not yet fitted on a GPU) always go to the full search.
+search.  Where the cheap schedule breaks the memory limit, the predicted cost counts the
+search for blocks too (`blocks_search_ns`), and only the reuse tier of a blocked structure
+has blocks to offer; any other such call goes to the full search (another order, or blocks
+found by search).  A direct schedule (one einsum call, chosen for small problems by every
+tier alike), a zero extent, an explicit ``optimize=`` and a cost model that declares
+``cheap_first_plans = False`` (the GPU models, whose prices are not yet fitted on a GPU)
+always go to the full search.
 
 >>> from contractions.plan import make_plan
 >>> clear_templates()                      # (as in a fresh process: no structure planned yet)
