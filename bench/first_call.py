@@ -451,18 +451,21 @@ def render(results: dict, smoke: bool, wall: float | None = None) -> str:
                   "called once at extents one lowercase letter smaller by k; median of the repetitions), "
                   "against the same call warm and `contract_expression`'s warm call (interleaved medians).", "",
                   "| subscripts | flops | first, new string (ms) | first, new shape (ms) | warm (ms) | "
-                  "expression warm (ms) | first / warm | warm / expression |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "expression warm (ms) | new string / warm | new shape / warm | warm / expression |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in large:
-            first = max(r["first_new_string_ms"], r["first_new_shape_ms"])
             lines.append(f"| `{r['subscripts']}` | {r['flops']:.1e} | {r['first_new_string_ms']:.2f} | "
                          f"{r['first_new_shape_ms']:.2f} | {r['warm_ms']:.2f} | {r['expression_ms']:.2f} | "
-                         f"{first / r['warm_ms']:.2f}x | {r['warm_ms'] / r['expression_ms']:.2f}x |")
-        worst_first = max(max(r["first_new_string_ms"], r["first_new_shape_ms"]) / r["warm_ms"] for r in large)
+                         f"{r['first_new_string_ms'] / r['warm_ms']:.2f}x | "
+                         f"{r['first_new_shape_ms'] / r['warm_ms']:.2f}x | {r['warm_ms'] / r['expression_ms']:.2f}x |")
+        worst_string = max(r["first_new_string_ms"] / r["warm_ms"] for r in large)
+        worst_shape = max(r["first_new_shape_ms"] / r["warm_ms"] for r in large)
         worst_warm = max(r["warm_ms"] / r["expression_ms"] for r in large)
         lines += ["", "| goal (numpy, every large call) | target | worst | met |", "|---|---|---:|---|",
-                  f"| first call / its own warm call (new string or new shape) | <= {GOAL_LARGE_FIRST} | "
-                  f"{worst_first:.2f}x | {_verdict(worst_first <= GOAL_LARGE_FIRST)} |",
+                  f"| first call of a new string / its own warm call | <= {GOAL_LARGE_FIRST} | "
+                  f"{worst_string:.2f}x | {_verdict(worst_string <= GOAL_LARGE_FIRST)} |",
+                  f"| first call of a new shape / its own warm call | <= {GOAL_LARGE_FIRST} | "
+                  f"{worst_shape:.2f}x | {_verdict(worst_shape <= GOAL_LARGE_FIRST)} |",
                   f"| warm call / `contract_expression`'s warm call | <= {GOAL_LARGE_WARM} | {worst_warm:.2f}x | "
                   f"{_verdict(worst_warm <= GOAL_LARGE_WARM)} |", ""]
     if "jax" in results and results["jax"]["rows"]:
