@@ -157,6 +157,8 @@ class Structure:
             return DECLINED
         naive = math.prod([ext[lab] for lab in self.distinct])
         direct = naive <= self.direct_limit
+        if not direct and self._beyond_blocked_limit(shapes, ext):
+            return DECLINED   # blocks again: the reuse tier's (its program never compiled)
         program = self._program("direct" if direct else "pairwise")
         if program is None and not direct and self.one_call_for_steps:
             one_call = self._program("direct")
@@ -181,16 +183,30 @@ class Structure:
         upgrade_after = math.ceil(self.search / (SEARCH_FRACTION * max(price.cost_ns, 1.0)))
         if upgrade_after <= 1:
             return DECLINED   # large work: the full search pays at once
-        limit = self.limit
+        limit = self._limit(shapes, ext, schedule)
         if limit is not None:
             sizes = [math.prod(s) for s in shapes]
-            if limit == "default" or limit == "max_input":
-                limit = (max(sizes) if limit == "max_input" else
-                         max(max(sizes), math.prod([ext[lab] for lab in schedule.output]),
-                             DEFAULT_LIMIT_FLOOR))
             if 7 * price.steps_size + 2 * sum(sizes) > limit and peak_at(schedule, ext) > limit:
                 return DECLINED   # another order or blocks: the full search's job
         return self.provisional(for_shape(ext), upgrade_after, shapes)
+
+    def _limit(self, shapes: Sequence[tuple[int, ...]], ext: list[int], schedule: Schedule) -> int | None:
+        """The memory limit in elements at these shapes (None: unbounded)."""
+        limit = self.limit
+        if limit == "default" or limit == "max_input":
+            sizes = [math.prod(s) for s in shapes]
+            return (max(sizes) if limit == "max_input" else
+                    max(max(sizes), math.prod([ext[lab] for lab in schedule.output]), DEFAULT_LIMIT_FLOOR))
+        return limit
+
+    def _beyond_blocked_limit(self, shapes: Sequence[tuple[int, ...]], ext: list[int]) -> bool:
+        """Is the structure's steps template blocked, and its base beyond the limit here?"""
+        known = templates_of(self.key).get("pairwise")
+        if known is None or known[0].blocking is None or known[0].blocking.base is None:
+            return False
+        base = known[0].blocking.base
+        limit = self._limit(shapes, ext, base)
+        return limit is not None and peak_at(base, ext) > limit
 
 
 # key -> its Structure, or the function that makes it (made on the structure's first new

@@ -247,6 +247,10 @@ def test_a_blocked_structure_serves_the_shapes_that_fit_and_blocks_the_others(se
     contract(STRING, *operands(big))
     template = tiers.templates_of(tiers.structure_key(make_plan(STRING, big, ()), None, True, NUMPY_MODEL))
     assert template["pairwise"][0].blocking is not None             # the full search cut it
+    beyond = ((256, 16, 32), (16, 32, 34, 34), (256, 16, 34))
+    contract(STRING, *operands(beyond))
+    structure = known_structure(structure_key_of(STRING, operands(beyond), ()))
+    assert structure is not None and not structure.programs   # declined before compiling
     small = ((16, 16, 34), (16, 34, 34, 34), (16, 16, 34))         # 0.3M: fits
     before = planned()
     ops = operands(small, seed=1)
