@@ -433,3 +433,52 @@ def test_the_property_test_above_ran_blocks_that_follow_a_structure():
     if not FOLLOWED_BLOCKS:
         test_blocks_that_follow_a_structure_compute_the_contraction()
     assert FOLLOWED_BLOCKS
+
+
+def test_torch_follows_a_blocked_structure_under_an_explicit_limit(search_is_dear):
+    torch = pytest.importorskip("torch")
+    contract(STRING, *(torch.from_numpy(a) for a in operands(MID)), memory_limit=BLOCKING_LIMIT)
+    ops = operands(MID_OTHER, seed=4)
+    tensors = [torch.from_numpy(a) for a in ops]
+    report = explanation(STRING, *tensors, memory_limit=BLOCKING_LIMIT)
+    assert report.first_call.tier == "reuse" and report.first_call.blocks > 1
+    got = contract(STRING, *tensors, memory_limit=BLOCKING_LIMIT)
+    assert isinstance(got, torch.Tensor)
+    np.testing.assert_allclose(got.numpy(), np.einsum(HAND, *ops), rtol=1e-10, atol=1e-12)
+
+
+def test_blocks_that_follow_the_base_alone_keep_an_axis_cut_to_one():
+    # (no block of the template's structure to follow: every block takes the base's decisions,
+    # a label cut to chunks of 1 staying an axis of 1 in each block)
+    from contractions.schedule.blocking import block_like
+    from contractions.schedule.ir import Blocking
+
+    plan = make_plan(STRING, MID_OTHER, ())
+    base = make_schedule(plan)
+    assert base.strategy == "pairwise" and base.blocking is None
+    c_label = 1   # C's one axis, extent 2: every step batches over it
+    cut = Blocking(labels=(0, c_label), chunks=(40, 1), counts=(1, 2), accumulate=False,
+                   operand_axes=(), storage=(), storage_axes=(), inner=())
+    blocked = block_like(base, cut, base.peak_extra // 2)
+    assert blocked is not None and blocked.blocking is not None
+    assert blocked.peak_extra <= base.peak_extra // 2
+    chunks = dict(zip(blocked.blocking.labels, blocked.blocking.chunks))
+    assert chunks[c_label] == 1
+    for _, inner in blocked.blocking.inner:
+        assert [s.kernel for s in inner.steps] == [s.kernel for s in base.steps]
+    ops = operands(MID_OTHER, seed=5)
+    np.testing.assert_allclose(compile_schedule(blocked, NUMPY_OPS)(*ops), np.einsum(HAND, *ops),
+                               rtol=1e-10, atol=1e-12)
+    # ... and where the base squeezes an axis of 1 away, the block keeps its cut axis of 1
+    shapes = ((40, 1, 2, 31), (2, 31, 50, 61), (40, 1, 2, 50))     # W of two axes, one of 1
+    base = make_schedule(make_plan(STRING, shapes, ()))
+    assert base.preparations[0].squeeze == (40, 2, 31)
+    c_label = 2
+    cut = Blocking(labels=(c_label,), chunks=(1,), counts=(2,), accumulate=False,
+                   operand_axes=(), storage=(), storage_axes=(), inner=())
+    blocked = block_like(base, cut, int(base.peak_extra * 0.6))
+    assert blocked is not None and blocked.blocking.chunks == (1,)
+    assert [p.squeeze for p in blocked.blocking.inner[0][1].preparations] == [(40, 1, 31), None, (40, 1, 50)]
+    ops = operands(shapes, seed=6)
+    np.testing.assert_allclose(compile_schedule(blocked, NUMPY_OPS)(*ops),
+                               np.einsum("wxca,caib,wxci->wxcb", *ops), rtol=1e-10, atol=1e-12)
