@@ -308,6 +308,18 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
     storage = _storage_order(base)
 
     measured: dict[tuple[int, ...], tuple[int, float, int]] = {}
+    # A trial halves one label: the steps without it, and the cut set, mostly repeat.  Each
+    # step's price depends on its own labels' extents only; the structure on the cut set.
+    step_labels = [tuple(sorted(set(step.x_labels) | set(step.y_labels))) for step in base.steps]
+    step_prices: dict[tuple[Any, ...], float] = {}
+    structures: dict[frozenset[int], tuple[tuple[bool, ...], tuple[int, ...]]] = {}
+
+    def step_price(k: int, ext: dict[int, int]) -> float:
+        key = (k, *(ext[lab] for lab in step_labels[k]))
+        found = step_prices.get(key)
+        if found is None:
+            found = step_prices[key] = _step_cost(base.steps[k], ext, model, k == n_steps - 1)
+        return found
 
     def measure(chunks: dict[int, int]) -> tuple[int, float, int]:
         # (the greedy passes and the local search try many of the same chunkings: each is
@@ -319,15 +331,18 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
         return found
 
     def measure_afresh(chunks: dict[int, int]) -> tuple[int, float, int]:
-        cut = {lab for lab in labels if chunks[lab] < extents[lab]}
-        sliced, hoisted = _structure(base, cut)
+        cut = frozenset(lab for lab in labels if chunks[lab] < extents[lab])
+        found = structures.get(cut)
+        if found is None:
+            found = structures[cut] = _structure(base, set(cut))
+        sliced, hoisted = found
         ext = {**extents, **chunks}
         peak = _loop_peak(base, base, ext, ext, sliced, hoisted)
         n_blocks = math.prod(-(-extents[lab] // chunks[lab]) for lab in cut)
         loop = [k for k in range(n_steps) if k not in set(hoisted)]
         per_block = (model.block_ns(len(loop)) + _slice_copies_ns(base, loop, sliced, ext, model)
                      + _slice_reads_ns(base, loop, sliced, ext, model))
-        per_block += sum(_step_cost(base.steps[k], ext, model, k == n_steps - 1) for k in loop)
+        per_block += sum(step_price(k, ext) for k in loop)
         per_block += _write_ns(storage, storage, extents, ext, bool(cut - set(output)), model)
         cost = (sum(base.steps[k].cost_ns for k in hoisted) + model.call_ns(len(hoisted))
                 + n_blocks * per_block)
