@@ -37,9 +37,10 @@ import numpy as np
 
 from .model.protocol import CostModel
 from .plan import PLAN_CACHE_SIZE, Plan
-from .schedule import DEFAULT_LIMIT_FLOOR, EINSUM_LETTERS, Schedule, tiers
+from .schedule import EINSUM_LETTERS, Schedule, tiers
 from .schedule.extent_specs import extent_specs, peak_at, price_at
 from .schedule.lowering import DIRECT_MAX_OPERANDS
+from .schedule.memory import _resolve_limit
 from .schedule.tiers import SEARCH_FRACTION, structure_key, templates_of
 
 __all__ = ["DECLINED", "Structure", "structure_key_of"]
@@ -157,8 +158,11 @@ class Structure:
             return DECLINED
         naive = math.prod([ext[lab] for lab in self.distinct])
         direct = naive <= self.direct_limit
-        if not direct and self._beyond_blocked_limit(shapes, ext):
-            return DECLINED   # blocks again: the reuse tier's (its program never compiled)
+        # A blocked template's base is checked against the limit before anything is compiled
+        # (beyond it: blocks again, the reuse tier's), and only once.
+        base = None if direct else self._blocked_base()
+        if base is not None and self._beyond_limit(shapes, ext, base):
+            return DECLINED
         program = self._program("direct" if direct else "pairwise")
         if program is None and not direct and self.one_call_for_steps:
             one_call = self._program("direct")
@@ -183,30 +187,27 @@ class Structure:
         upgrade_after = math.ceil(self.search / (SEARCH_FRACTION * max(price.cost_ns, 1.0)))
         if upgrade_after <= 1:
             return DECLINED   # large work: the full search pays at once
-        limit = self._limit(shapes, ext, schedule)
-        if limit is not None:
-            sizes = [math.prod(s) for s in shapes]
-            if 7 * price.steps_size + 2 * sum(sizes) > limit and peak_at(schedule, ext) > limit:
-                return DECLINED   # another order or blocks: the full search's job
+        if base is None and self._beyond_limit(shapes, ext, schedule, price.steps_size):
+            return DECLINED   # another order or blocks: the full search's job
         return self.provisional(for_shape(ext), upgrade_after, shapes)
 
-    def _limit(self, shapes: Sequence[tuple[int, ...]], ext: list[int], schedule: Schedule) -> int | None:
-        """The memory limit in elements at these shapes (None: unbounded)."""
-        limit = self.limit
-        if limit == "default" or limit == "max_input":
-            sizes = [math.prod(s) for s in shapes]
-            return (max(sizes) if limit == "max_input" else
-                    max(max(sizes), math.prod([ext[lab] for lab in schedule.output]), DEFAULT_LIMIT_FLOOR))
-        return limit
-
-    def _beyond_blocked_limit(self, shapes: Sequence[tuple[int, ...]], ext: list[int]) -> bool:
-        """Is the structure's steps template blocked, and its base beyond the limit here?"""
+    def _blocked_base(self) -> Schedule | None:
+        """The unblocked schedule a blocked steps template cut, or None."""
         known = templates_of(self.key).get("pairwise")
-        if known is None or known[0].blocking is None or known[0].blocking.base is None:
+        blocking = known[0].blocking if known is not None else None
+        return blocking.base if blocking is not None else None
+
+    def _beyond_limit(self, shapes: Sequence[tuple[int, ...]], ext: list[int], schedule: Schedule,
+                      steps_size: int | None = None) -> bool:
+        """Does ``schedule`` at these extents break the memory limit?  (With ``steps_size``, a
+        bound settles it first where it can: seven buffers of each step's span plus twice
+        the operands.)"""
+        limit = _resolve_limit(self.limit, tuple(shapes), tuple(ext[lab] for lab in schedule.output))
+        if limit is None:
             return False
-        base = known[0].blocking.base
-        limit = self._limit(shapes, ext, base)
-        return limit is not None and peak_at(base, ext) > limit
+        if steps_size is not None and 7 * steps_size + 2 * sum(math.prod(s) for s in shapes) <= limit:
+            return False
+        return peak_at(schedule, ext) > limit
 
 
 # key -> its Structure, or the function that makes it (made on the structure's first new
