@@ -11,7 +11,6 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..errors import ContractionError, MemoryLimitError
@@ -19,7 +18,7 @@ from ..model.layout import factor_read_ns, profile_of
 from ..model.numpy_prices import NUMPY_MODEL, access_pattern, einsum_step_ns
 from ..model.protocol import CostModel, size_of
 from ..plan import PLAN_CACHE_SIZE, Plan
-from .ir import Blocking, Finish, Labels, Schedule, Shape, Step
+from .ir import Blocking, Finish, Labels, Schedule, Shape, Step, evolve
 from .lowering import (
     Candidates,
     _naive_flops,
@@ -76,7 +75,7 @@ def schedule_labels(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Sh
                                layouts, cost_model, keep_within=BLOCKING_WORTH)
     limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
     if options[0].strategy == "direct":
-        return replace(options[0], memory_limit=limit)
+        return evolve(options[0], memory_limit=limit)
     strict = memory_limit != "default"
     if isinstance(options, Candidates) and not options.complete:
         # Paths proved slower were left out.  Every path within `BLOCKING_WORTH` of the
@@ -118,7 +117,7 @@ def _trivial(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ..
         options = lower_candidates(inputs, output, shapes, optimize, "pairwise", use_einsum,
                                    extents_by_label, layouts, cost_model)
     limit = _resolve_limit(memory_limit, shapes, options[0].output_shape)
-    return replace(min(options, key=lambda o: o.cost_ns), memory_limit=limit)
+    return evolve(min(options, key=lambda o: o.cost_ns), memory_limit=limit)
 
 
 def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
@@ -134,8 +133,8 @@ def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
         return fastest
     fitting = [o for o in options if o.peak_extra <= limit]
     if fitting and fitting[0].cost_ns <= BLOCKING_WORTH * fastest.cost_ns:
-        return replace(fitting[0], memory_limit=limit)
-    tried = [replace(f, memory_limit=limit) for f in fitting[:1]]
+        return evolve(fitting[0], memory_limit=limit)
+    tried = [evolve(f, memory_limit=limit) for f in fitting[:1]]
     smallest = min(o.peak_extra for o in options)
     for option in options[:2]:
         blocked, reached = _blocked(option, limit, use_einsum, model)
@@ -143,7 +142,7 @@ def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
         if blocked is not None:
             tried.append(blocked)
     if not tried and not strict:
-        return replace(min(options, key=lambda o: o.peak_extra), memory_limit=limit)
+        return evolve(min(options, key=lambda o: o.peak_extra), memory_limit=limit)
     if not tried:
         works = _limit_for(smallest)
         raise MemoryLimitError(
@@ -426,7 +425,7 @@ def _blocked(base: Schedule, limit: int, use_einsum: bool,
             chunks, peak, cost = _improve(chunks, peak, cost, target, labels, extents, measure)
         blocked = _assemble(base, chunks, labels, use_einsum, model)
         if blocked.peak_extra <= limit:
-            return replace(blocked, memory_limit=limit), int(min(smallest, blocked.peak_extra))
+            return evolve(blocked, memory_limit=limit), int(min(smallest, blocked.peak_extra))
         # the estimate missed (another kernel or layout at block shapes): aim lower
         target = max(1, min(target - 1, int(target * limit / blocked.peak_extra)))
 
@@ -482,7 +481,7 @@ def block_like(base: Schedule, template: Blocking, limit: int,
                         follow=[inner for _, inner in template.inner])
     if blocked.blocking is None or not blocked.blocking.labels or blocked.peak_extra > limit:
         return None
-    return replace(blocked, memory_limit=limit)
+    return evolve(blocked, memory_limit=limit)
 
 
 def _improve(chunks: dict[int, int], peak: int, cost: float, target: int, labels: list[int],
@@ -547,7 +546,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         else:
             block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
                                     layouts=base.layouts, cost_model=model)
-        block = replace(block, finish=_into_storage(block, storage))
+        block = evolve(block, finish=_into_storage(block, storage))
         variants.append((lengths, block))
         how_many = math.prod(
             (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
@@ -561,7 +560,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
     # The buffer is in the unblocked schedule's result order, so its finish is the call's
     # (no copy: the buffer is fresh).
     assert base.finish is not None
-    to_output = replace(base.finish, copy=False)
+    to_output = evolve(base.finish, copy=False)
     blocking = Blocking(
         labels=sliced_labels, chunks=sizes, counts=counts,
         accumulate=accumulate,
@@ -570,7 +569,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         storage=storage,
         storage_axes=tuple(tuple(a for a, l2 in enumerate(storage) if l2 == lab) for lab in sliced_labels),
         inner=tuple(variants), hoisted=hoisted, sliced=sliced, base=base)
-    return replace(base, preparations=first.preparations, steps=first.steps, finish=to_output,
+    return evolve(base, preparations=first.preparations, steps=first.steps, finish=to_output,
                    peak_extra=peak, cost_ns=total, blocking=blocking)
 
 
@@ -607,7 +606,7 @@ def as_one_einsum(schedule: Schedule, optimize: Any, cost_model: CostModel) -> S
     if schedule.strategy == "pairwise" and schedule.blocking is None and schedule.einsum is not None:
         path = cost_model.one_einsum_path(schedule, optimize)
         if path is not None:
-            return replace(schedule, strategy="direct", preparations=(), steps=(), path=path,
+            return evolve(schedule, strategy="direct", preparations=(), steps=(), path=path,
                            finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
     return schedule
 
@@ -639,13 +638,13 @@ def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Sc
         # the traffic is reading an operand, not an intermediate: nothing for a cache to keep
         # (measured: `Bi,Bij,Bj->B` ran 0.86x in 8 blocks)
         return schedule
-    blocked, _ = _blocked(replace(schedule, memory_limit=None), _limit_for(cache), use_einsum, model)
+    blocked, _ = _blocked(evolve(schedule, memory_limit=None), _limit_for(cache), use_einsum, model)
     if (blocked is None or blocked.blocking is None or blocked.blocking.accumulate
             or blocked.peak_extra > 2 * cache
             or blocked.cost_ns > CACHE_BLOCK_OVERHEAD * schedule.cost_ns):
         return schedule
-    return replace(blocked, memory_limit=schedule.memory_limit,
-                   blocking=replace(blocked.blocking, purpose="cache"))
+    return evolve(blocked, memory_limit=schedule.memory_limit,
+                   blocking=evolve(blocked.blocking, purpose="cache"))
 
 
 #: Cache-sized blocks are kept while they model at most this much slower than one run.

@@ -7,7 +7,6 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 from opt_einsum.helpers import flop_count as _flop_count
@@ -16,7 +15,7 @@ from ..errors import ContractionError
 from ..model.layout import MatmulLayout, best_matmul_layout, profile_of
 from ..model.numpy_prices import NUMPY_MODEL, direct_ns, einsum_step_ns
 from ..model.protocol import CostModel, size_of
-from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View
+from .ir import EINSUM_LETTERS, FORTRAN, Finish, Labels, Preparation, Schedule, Shape, Step, View, evolve
 from .memory import _peak_extra
 from .paths import _candidate_paths, _find_path, _optimizer_name
 
@@ -469,7 +468,7 @@ def _walk_steps(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_or
                                   use_einsum, model)
         if memo is not None:
             memo[key] = found
-        yield found if found.operands == (i, j) else replace(found, operands=(i, j))
+        yield found if found.operands == (i, j) else evolve(found, operands=(i, j))
         current = rest + [found.result]
     assert len(current) == 1, current
 
@@ -582,7 +581,7 @@ def _pairwise(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, .
         path=path, finish=finish, optimizer=optimizer, flops=flops,
         naive_flops=naive, cost_ns=sum(s.cost_ns for s in steps) + model.call_ns(len(steps)),
         layouts=layouts, priced_by=getattr(model, "priced_by", ""))
-    return replace(schedule, peak_extra=_peak_extra(schedule))
+    return evolve(schedule, peak_extra=_peak_extra(schedule))
 
 
 def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape, ...],
@@ -717,7 +716,7 @@ def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, i
     # (a squeeze keeps the axes the template kept: the same ones at the same structure, and
     # in a block of a blocked run a label cut to chunks of 1 stays an axis of 1)
     preps = tuple(
-        prep if prep.squeeze is None else replace(prep, squeeze=tuple(
+        prep if prep.squeeze is None else evolve(prep, squeeze=tuple(
             n for n, was in zip(*((shape[::-1], old[::-1]) if prep.transpose else (shape, old)))
             if was != 1))
         for prep, shape, old in zip(template.preparations, shapes, template.shapes))
@@ -738,20 +737,20 @@ def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, i
                           y_view=_in_order_view(ly, step.result, extents))
         elif step.x_view is not None:  # an outer product by einsum, its inputs made contiguous
             fields = dict(x_view=_contiguous(lx, extents), y_view=_contiguous(ly, extents))
-        steps.append(replace(step, result_shape=tuple(map(ext, step.result)), flops=flops,
+        steps.append(evolve(step, result_shape=tuple(map(ext, step.result)), flops=flops,
                              cost_ns=_scaled(step.cost_ns, flops, step.flops), **fields))
     output_shape = tuple(map(ext, template.output))
     assert template.finish is not None
     flops = sum(math.prod(map(ext, labels)) for prep, labels in zip(preps, template.inputs)
                 if prep.sum_axes) + sum(step.flops for step in steps)
     overhead = template.cost_ns - sum(step.cost_ns for step in template.steps)
-    schedule = replace(
+    schedule = evolve(
         template, shapes=shapes, output_shape=output_shape, extents=extents, preparations=preps,
-        steps=tuple(steps), finish=replace(template.finish, shape=output_shape), flops=flops,
+        steps=tuple(steps), finish=evolve(template.finish, shape=output_shape), flops=flops,
         naive_flops=naive, cost_ns=overhead + sum(step.cost_ns for step in steps),
         memory_limit=None)
     # (``peak=False``: a block of a blocked run, whose peak the blocking counts itself: 0 here)
-    return replace(schedule, peak_extra=_peak_extra(schedule) if peak else 0)
+    return evolve(schedule, peak_extra=_peak_extra(schedule) if peak else 0)
 
 
 def _fewest_flops(terms: list[Labels], output: Labels,

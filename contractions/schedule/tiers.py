@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..model.numpy_prices import NUMPY_MODEL
@@ -60,7 +60,7 @@ from ..model.profile import active_profile
 from ..model.protocol import CostModel
 from ..plan import PLAN_CACHE_SIZE, Plan
 from .blocking import as_one_einsum, block_like, make_schedule
-from .ir import Schedule
+from .ir import Schedule, evolve
 from .lowering import lower_candidates
 from .memory import _resolve_limit
 from .paths import normalise_optimize
@@ -252,7 +252,7 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
                     and (limit is None or along.peak_extra <= limit)):
                 if remember:
                     _mark_first(key, along)
-                return FirstPlan(replace(along, memory_limit=limit), "first", search, 2)
+                return FirstPlan(evolve(along, memory_limit=limit), "first", search, 2)
             cheap = []   # planning can pay for itself on this call: the quick tier
     if not cheap:  # none of this strategy, or it did not fit these labels; or not the first tier
         tier = "quick"
@@ -265,7 +265,7 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         # path, which only explain and JAX read, is the structure's where one was planned)
         if remember and tier == "quick":
             _remember(key, schedule, "full")
-        return FirstPlan(replace(schedule, memory_limit=limit), "full", 0.0, 0)
+        return FirstPlan(evolve(schedule, memory_limit=limit), "full", 0.0, 0)
     if limit is not None and schedule.peak_extra > limit:
         # The full search would search for blocks too (`blocks_search_ns`).  The reuse tier
         # cuts the labels the structure's full search cut, when it did; otherwise another
@@ -281,5 +281,5 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         return full()
     if tier == "quick" and remember:
         _remember(key, schedule, tier)
-    return FirstPlan(as_one_einsum(replace(schedule, memory_limit=limit), "auto", cost_model), tier,
+    return FirstPlan(as_one_einsum(evolve(schedule, memory_limit=limit), "auto", cost_model), tier,
                      search, upgrade_after)
