@@ -17,9 +17,11 @@ strings (all strings, and those with 3-4 operands);
 
 (iii) **large work** (numpy): a few 3-4 operand calls with about ``LARGE_FLOPS`` of work (5-10 ms):
     the first call of a new string (caches and scratch buffers cleared) and of a new shape of a
-    known string (caches cleared, the string called once at extents one lowercase letter
-    smaller by k, as a loop whose ranks grow), against the same call warm and
-    ``contract_expression``'s warm call (warm: interleaved medians, bench/timing.py);
+    known string (caches and scratch buffers cleared, the string called once at extents one
+    lowercase letter smaller by k, as a loop whose ranks grow, and that call's buffers kept, as
+    a loop keeps its previous shapes'), against the same call warm and
+    ``contract_expression``'s warm call (warm: interleaved medians, bench/timing.py), after
+    touching a share of the machine's free memory (`settle_memory`);
 (iv) **JAX**: the first call of ``jax.jit(lambda *a: contract(s, *a))`` (trace, lowering, compile
     and ``contract``'s planning, engine caches cleared, letters renamed) against
     ``jax.jit(lambda *a: jnp.einsum(expanded, *a))``, float32.
@@ -256,6 +258,30 @@ def nearby(subscripts: str, groups: dict[str, tuple[int, ...]], shapes, k: int):
     return large_shapes(subscripts, groups, {**lower, letter: max(1, lower[letter] - k)})
 
 
+def settle_memory(quick: bool = False) -> int:
+    """Touch (and free) a large block of memory before large calls are timed; the bytes touched.
+
+    On a virtual machine whose host backs guest memory lazily (and takes back memory the guest
+    left idle), the pages a process gets can cost a host fault each, ~8 us against ~0.3 us,
+    and be mapped without huge pages: measured on the development VM, a 32 MB copy took 66 ms
+    instead of 4 and a warm 5 ms call ran 15 ms, for minutes at a time, until ~18 GB had been
+    touched.  That state makes every call slow alike and hides what a first call adds, so the
+    large part touches a third of the memory available before each large string (8 GB at
+    most).  A machine whose memory is already backed pays a few seconds and nothing
+    changes.
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            fields = dict(line.split(":", 1) for line in info)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return 0
+    size = min((1 if quick else 8) << 30, available // 3)
+    block = np.ones(size // 8)
+    del block
+    return size
+
+
 def measure_large(subscripts: str, groups, flops: float, reps: int, repeats: int, batch: float) -> dict:
     import timing
 
@@ -270,12 +296,15 @@ def measure_large(subscripts: str, groups, flops: float, reps: int, repeats: int
         seconds, result = once(lambda s=fresh, kw=kw: contract(s, *ops, **kw))
         first_string.append(seconds * 1e3)
         _check(result, reference, f"{fresh} (large, new string)")
-        # A known string, a new shape: the caches cleared (the new-string call above planned
-        # these very labels at these shapes), the string called at nearby extents, then here.
+        # A known string, a new shape: the caches and scratch buffers cleared (the new-string
+        # call above planned these very labels at these shapes and left buffers of their
+        # sizes), the string called at nearby extents, then here.  The nearby call's buffers
+        # stay, as a loop's previous shapes' do: a buffer of a step whose extents did not
+        # change is used again, one that grew is made afresh (its first touch is this call's).
         known, kw = renamed(subscripts, 13 + k, kwargs)
         clear_engine_caches()
-        contract(known, *arrays(nearby(subscripts, groups, shapes, k)), **kw)
         contractions.clear_scratch()
+        contract(known, *arrays(nearby(subscripts, groups, shapes, k)), **kw)
         seconds, _ = once(lambda s=known, kw=kw: contract(s, *ops, **kw))
         first_shape.append(seconds * 1e3)
     expr = contract_expression(subscripts, *shapes, **kwargs)
@@ -341,7 +370,9 @@ def part(name: str, quick: bool, out: Path, torch_threads: int = 0) -> None:
     if name == "numpy":
         flops = LARGE_FLOPS / 10 if quick else LARGE_FLOPS
         result["large"] = []
+        result["settled_bytes"] = 0
         for s, groups in LARGE_CASES[:2] if quick else LARGE_CASES:
+            result["settled_bytes"] = max(result["settled_bytes"], settle_memory(quick))
             row = measure_large(s, groups, flops, 2 if quick else 5, 3 if quick else 9, 0.02 if quick else 0.1)
             result["large"].append(row)
             print(f"[large] {s}: first {row['first_new_string_ms']:.2f} (new string) / "
@@ -447,9 +478,13 @@ def render(results: dict, smoke: bool, wall: float | None = None) -> str:
         lines += ["### Large work (numpy)", "",
                   "3-4 operand calls of about "
                   f"{large[0]['flops']:.1e} flops (opt_einsum's count): the first call of a new string (caches and "
-                  "scratch buffers cleared) and of a new shape of a known string (caches cleared, the string "
-                  "called once at extents one lowercase letter smaller by k; median of the repetitions), "
-                  "against the same call warm and `contract_expression`'s warm call (interleaved medians).", "",
+                  "scratch buffers cleared) and of a new shape of a known string (caches and scratch buffers "
+                  "cleared, the string called once at extents one lowercase letter smaller by k, whose buffers "
+                  "stay as a loop's would; median of the repetitions), "
+                  "against the same call warm and `contract_expression`'s warm call (interleaved medians). "
+                  f"Before each the process touched {results['numpy'].get('settled_bytes', 0) / 2**30:.0f} GB "
+                  "of memory and freed it (`settle_memory`: on a VM whose host backs memory lazily, "
+                  "untouched pages made every call up to 3x slower).", "",
                   "| subscripts | flops | first, new string (ms) | first, new shape (ms) | warm (ms) | "
                   "expression warm (ms) | new string / warm | new shape / warm | warm / expression |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

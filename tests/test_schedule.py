@@ -728,3 +728,28 @@ def test_a_large_scaling_written_in_another_order_runs_as_einsums_loop(subscript
     # torch's model offers no einsum kernel for broadcast products: always np.multiply there
     from contractions.torch_model import TORCH_MODEL
     assert TORCH_MODEL.permuted_within_einsum_elements() == 0
+
+
+def test_evolve_copies_like_dataclasses_replace():
+    """`ir.evolve` (the schedule's fast copy) gives what `dataclasses.replace` gives for every
+    part of a real blocked schedule, leaves the original as it was, and refuses a field the
+    type does not have, naming it."""
+    from contractions.schedule.ir import evolve
+
+    plan = make_plan("WCa,Caib,WCi->WCb", ((16, 4, 30), (4, 30, 30, 30), (16, 4, 30)), ())
+    schedule = make_schedule(plan, memory_limit=20_000)
+    assert schedule.blocking is not None
+    parts = [schedule, schedule.blocking, schedule.finish, *schedule.steps, *schedule.preparations,
+             *(v for s in schedule.steps for v in (s.x_view, s.y_view) if v is not None)]
+    for part in parts:
+        name = next(iter(part.__dataclass_fields__))
+        value = getattr(part, name)
+        copy = evolve(part, **{name: value})
+        assert copy == replace(part, **{name: value}) and copy is not part
+        assert hash(copy) == hash(part) and type(copy) is type(part)
+    changed = evolve(schedule, memory_limit=7, cost_ns=1.0)
+    assert (changed.memory_limit, changed.cost_ns) == (7, 1.0)
+    assert (schedule.memory_limit, schedule.cost_ns) != (7, 1.0)
+    assert changed.steps is schedule.steps
+    with pytest.raises(TypeError, match=r"Schedule has no field \['limit'\]"):
+        evolve(schedule, limit=3)
