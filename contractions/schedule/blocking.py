@@ -570,7 +570,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         storage_axes=tuple(tuple(a for a, l2 in enumerate(storage) if l2 == lab) for lab in sliced_labels),
         inner=tuple(variants), hoisted=hoisted, sliced=sliced, base=base)
     return evolve(base, preparations=first.preparations, steps=first.steps, finish=to_output,
-                   peak_extra=peak, cost_ns=total, blocking=blocking)
+                  peak_extra=peak, cost_ns=total, blocking=blocking)
 
 
 def make_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
@@ -607,7 +607,7 @@ def as_one_einsum(schedule: Schedule, optimize: Any, cost_model: CostModel) -> S
         path = cost_model.one_einsum_path(schedule, optimize)
         if path is not None:
             return evolve(schedule, strategy="direct", preparations=(), steps=(), path=path,
-                           finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
+                          finish=Finish(None, schedule.output_shape, False, False), peak_extra=0)
     return schedule
 
 
@@ -644,7 +644,7 @@ def _cache_blocked(schedule: Schedule, use_einsum: bool, model: CostModel) -> Sc
             or blocked.cost_ns > CACHE_BLOCK_OVERHEAD * schedule.cost_ns):
         return schedule
     return evolve(blocked, memory_limit=schedule.memory_limit,
-                   blocking=evolve(blocked.blocking, purpose="cache"))
+                  blocking=evolve(blocked.blocking, purpose="cache"))
 
 
 #: Cache-sized blocks are kept while they model at most this much slower than one run.

@@ -738,7 +738,7 @@ def reextent(template: Schedule, shapes: tuple[Shape, ...], extents: dict[int, i
         elif step.x_view is not None:  # an outer product by einsum, its inputs made contiguous
             fields = dict(x_view=_contiguous(lx, extents), y_view=_contiguous(ly, extents))
         steps.append(evolve(step, result_shape=tuple(map(ext, step.result)), flops=flops,
-                             cost_ns=_scaled(step.cost_ns, flops, step.flops), **fields))
+                            cost_ns=_scaled(step.cost_ns, flops, step.flops), **fields))
     output_shape = tuple(map(ext, template.output))
     assert template.finish is not None
     flops = sum(math.prod(map(ext, labels)) for prep, labels in zip(preps, template.inputs)
