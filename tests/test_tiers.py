@@ -417,7 +417,10 @@ def test_blocks_that_follow_a_structure_compute_the_contraction(problem, step_a,
         searched = tiers.first_schedule(plans[0], memory_limit=limit, cost_model=PAIRWISE_MODEL)
     except ContractionError:
         return   # (no blocks within MAX_BLOCKS: the limit is refused, the structure unknown)
-    followed = tiers.first_schedule(plans[1], memory_limit=limit, cost_model=PAIRWISE_MODEL)
+    try:
+        followed = tiers.first_schedule(plans[1], memory_limit=limit, cost_model=PAIRWISE_MODEL)
+    except ContractionError:
+        return   # (the larger shape cannot keep the limit in MAX_BLOCKS blocks: refused)
     if searched.schedule.blocking is not None and followed.tier == "reuse":
         assert followed.schedule.peak_extra <= limit
         if followed.schedule.blocking is not None:

@@ -12,8 +12,10 @@ diagonal, ``result_type``/``astype`` for promotion and ``asarray(..., copy=True)
 
 numpy operands mixed in are lifted with ``asarray(..., device=...)`` onto the device of the
 library's operands, so the result is an array of the same library on the same device.  The
-standard promotes only within a kind: mixing integer and floating operands is the library's
-``TypeError``, as it would be for its own ``matmul``.
+standard promotes only within a kind: mixing integer and floating operands (or bool with
+either) is the library's ``TypeError``, as it would be for its own ``matmul``.  Operands that
+are all bool give numpy's meaning, a bool result that is an any over the products (counted in
+int64: the standard's ``matmul`` and ``sum`` take numbers only).
 
 >>> import array_api_strict as xp
 >>> from contractions import contract
@@ -141,6 +143,10 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., Any]:
         run = compiled.get(xp)
         if run is None:
             run = compiled[xp] = compile_schedule(standard, namespace_ops(xp))
+        if arrays and all(a.dtype == xp.bool for a in arrays):
+            # numpy's meaning, an any over the products, which the standard's matmul and sum
+            # (numeric only) cannot compute in bool: counted in int64, compared with zero
+            return run(*(xp.astype(a, xp.int64) for a in arrays)) != 0
         return run(*arrays)
 
     return execute

@@ -244,7 +244,7 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
     assert schedule.finish is not None
     scalar = not schedule.output_shape
     if schedule.strategy == "direct":
-        run: Callable[..., Any] = (_along_path(schedule, ops.einsum) if schedule.along_path
+        run: Callable[..., Any] = (_along_path(schedule, ops) if schedule.along_path
                                    else functools.partial(ops.einsum, schedule.einsum))
         if dtype is not None:
             einsum, astype, dtype_of = run, ops.astype, ops.dtype
@@ -286,11 +286,23 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
     return execute
 
 
-def _along_path(schedule: Schedule, einsum: Callable[..., Any]) -> Callable[..., Any]:
-    """One einsum call per pair of the schedule's path (`Schedule.along_path`)."""
+def _along_path(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
+    """One einsum call per pair of the schedule's path (`Schedule.along_path`).
+
+    Operands of mixed dtypes are converted to their common dtype first, as every pairwise
+    run is: a pair's einsum computes in the pair's own type, so two bool operands would sum
+    as a logical or, and a float32 pair under a float64 result would round at float32.  One
+    einsum call over all operands needs no such care (it casts to the common type itself)."""
     pairs = path_einsums(schedule)
+    einsum, dtype_of, astype, common_dtype = ops.einsum, ops.dtype, ops.astype, ops.common_dtype
 
     def along_path(*arrays: Any) -> Any:
+        first = dtype_of(arrays[0])
+        for a in arrays:
+            if dtype_of(a) != first:
+                dtype = common_dtype(arrays)
+                arrays = tuple(b if dtype_of(b) == dtype else astype(b, dtype) for b in arrays)
+                break
         work = list(arrays)
         for i, j, subscripts in pairs:
             y = work.pop(j)

@@ -74,8 +74,23 @@ def jitted_einsum(einsum: str, path: tuple[tuple[int, ...], ...] | None = None, 
 def _einsum(einsum: str, path: tuple[tuple[int, ...], ...] | None, precision: Any,
             preferred_element_type: Any) -> Callable[..., jax.Array]:
     optimize: Any = JAX_DEFAULT_OPTIMIZE if path is None else list(path)
-    return functools.partial(jnp.einsum, einsum, optimize=optimize, precision=precision,
+    call = functools.partial(jnp.einsum, einsum, optimize=optimize, precision=precision,
                              preferred_element_type=preferred_element_type)
+    if preferred_element_type is not None:
+        # (jnp's meaning: operands as they are, accumulated in that type, e.g. bfloat16
+        # products summed in float32)
+        return call
+
+    def promoted(*operands: Any) -> jax.Array:
+        # jnp.einsum contracts pair by pair, each pair in its own type with the result's as
+        # preferred element type, which some mixes refuse (an int64 pair under a float32
+        # result: "must not be narrower"): the operands are cast to the type of the result
+        # first, as numpy's one einsum call casts them.  Operands of that type are untouched,
+        # so the traced program is a hand-written jnp.einsum's.
+        dtype = jnp.result_type(*operands)
+        return call(*(jnp.asarray(op, dtype) for op in operands))
+
+    return promoted
 
 
 def _tracing(operands: Sequence[Any]) -> bool:

@@ -45,6 +45,7 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..gpu_model import TORCH_CUDA_MODEL, GpuCostModel
@@ -74,7 +75,6 @@ def torch_dtype(dtype: Any) -> torch.dtype:
         return dtype
     name = dtype if isinstance(dtype, str) else None
     if name is None:
-        import numpy as np  # numpy is a core dependency
         name = np.dtype(dtype).name
     found = getattr(torch, name, None)
     if not isinstance(found, torch.dtype):
@@ -82,10 +82,18 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     return found
 
 
+def _as_tensor(op: Any, device: Any) -> torch.Tensor:
+    # torch cannot view memory read backwards: a numpy array with a negative stride (even on
+    # an axis of one element, which numpy's contiguity flags ignore) is copied in C order.
+    strides = getattr(op, "strides", None)
+    if strides is not None and any(s < 0 for s in strides):
+        op = np.array(op, order="C")
+    return torch.as_tensor(op, device=device)
+
+
 def _prepare(operands: Sequence[Any], preferred_element_type: Any) -> list[torch.Tensor]:
     device = next((op.device for op in operands if isinstance(op, torch.Tensor)), None)
-    tensors = [op if isinstance(op, torch.Tensor) else torch.as_tensor(op, device=device)
-               for op in operands]
+    tensors = [op if isinstance(op, torch.Tensor) else _as_tensor(op, device) for op in operands]
     if preferred_element_type is not None:
         target = torch_dtype(preferred_element_type)
     else:
@@ -343,16 +351,41 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
                     if type(op) not in plain or op.dtype != dtype:
                         break
                 else:
-                    return run(*operands)
+                    if dtype.is_floating_point or dtype.is_complex:
+                        return run(*operands)
             except (AttributeError, IndexError):
                 pass
-            # Fake and functional tensors (torch.compile's tracing) and conversions come here.
-            return (traced if compiling() else run)(*_prepare(operands, None))
+            # Fake and functional tensors (torch.compile's tracing), conversions, and bool and
+            # integer operands come here.
+            return _run_prepared(traced if compiling() else run, _prepare(operands, None))
     else:
         def execute(*operands: Any) -> torch.Tensor:
-            return (traced if compiling() else run)(*_prepare(operands, target))
+            return _run_prepared(traced if compiling() else run, _prepare(operands, target))
 
     return execute
+
+
+_BOOL, _INT64 = torch.bool, torch.int64
+
+
+def _run_prepared(run: Callable[..., torch.Tensor], tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``run`` on operands of one dtype, giving numpy's result: that dtype, whichever route
+    runs (torch's einsum sums small integers in int64, its steps keep their type; the wider
+    sum cast back wraps as numpy's does), and for bool an any over the products.  torch has
+    no bool contraction (its batched matmul refuses bool, its einsum counts in int64), so
+    bool operands are counted in float32, where a sum of products of ones is at least one
+    (never rounded to zero), and the counts compared with zero."""
+    if not tensors:
+        return run()
+    dtype = tensors[0].dtype
+    if dtype is _BOOL:
+        return run(*(t.to(torch.float32) for t in tensors)) != 0
+    if dtype is not _INT64 and not (dtype.is_floating_point or dtype.is_complex):
+        # torch's einsum fails on some small-integer calls ('expected scalar type Char but
+        # found Long'): they run in int64, whose sums cast back wrap as numpy's do
+        tensors = [t.to(_INT64) for t in tensors]
+    result = run(*tensors)
+    return result if result.dtype == dtype else result.to(dtype)
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:

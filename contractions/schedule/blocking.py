@@ -144,13 +144,42 @@ def _within_limit(options: list[Schedule], limit: int | None, use_einsum: bool,
     if not tried and not strict:
         return evolve(min(options, key=lambda o: o.peak_extra), memory_limit=limit)
     if not tried:
-        works = _limit_for(smallest)
+        works = _smallest_working_limit(options, _limit_for(smallest), use_einsum, model)
         raise MemoryLimitError(
             f"memory_limit={limit:,} elements cannot be honoured: within {MAX_BLOCKS:,} blocks "
             f"this contraction needs at least {works:,} (its fastest order unblocked needs "
             f"{fastest.peak_extra:,}); pass memory_limit={works} or more, or memory_limit=None",
             smallest_limit=works)
     return min(tried, key=lambda o: o.cost_ns)
+
+
+def _smallest_working_limit(options: list[Schedule], estimate: int, use_einsum: bool,
+                            model: CostModel) -> int:
+    """The smallest limit from ``estimate`` up that `_within_limit` keeps for ``options`` (the
+    limit a `MemoryLimitError` advises, so passing it back always works).
+
+    The block search's smallest peak is an estimate, which a blocked run assembled at block
+    shapes can miss (another kernel or layout there, a schedule with nothing to cut but its
+    preparations); each candidate is therefore tried as the call would try it.  The least
+    unblocked peak always works, so the search ends there at the latest: the estimate first,
+    then a bisection up to that peak (an error path, so a few block searches are affordable).
+    """
+    ceiling = min(o.peak_extra for o in options)
+
+    def works(limit: int) -> bool:
+        return any(o.peak_extra <= limit for o in options) or any(
+            _blocked(o, limit, use_einsum, model)[0] is not None for o in options[:2])
+
+    if estimate >= ceiling or works(estimate):
+        return min(estimate, ceiling)
+    low, high = estimate + 1, ceiling
+    while low < high:
+        middle = (low + high) // 2
+        if works(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
 
 
 #: A schedule that fits the limit unblocked is kept unless blocking a faster order models at
