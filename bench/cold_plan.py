@@ -38,7 +38,9 @@ sys.path.insert(0, str(HERE))
 from vocabulary import make_case, vocabulary  # noqa: E402
 
 import contractions  # noqa: E402
-from contractions import api, expand, parser, plan, schedule, solver  # noqa: E402
+from contractions import expand, parser, plan, schedule, solver  # noqa: E402
+from contractions.calls import runners  # noqa: E402
+from contractions.calls.runners import planned  # noqa: E402
 
 NEW_SHAPE_TARGET_MS = 0.5
 NEW_STRING_TARGET_MS = 5.0
@@ -48,12 +50,12 @@ def clear_caches() -> None:
     """Every lru cache of the engine's stages and the API, and the hot dict."""
     # the schedule is a package: its caches live in its modules (schedule.memory, ...)
     parts = [value for value in vars(schedule).values() if isinstance(value, types.ModuleType)]
-    for module in (parser, solver, expand, plan, schedule, *parts, api):
+    for module in (parser, solver, expand, plan, schedule, *parts, runners):
         for value in vars(module).values():
             clear = getattr(value, "cache_clear", None)
             if callable(clear):
                 clear()
-    api._HOT.clear()
+    runners.HOT.clear()
 
 
 def plan_once(subscripts: str, shapes, supplements, jax: bool = False) -> float:
@@ -61,7 +63,7 @@ def plan_once(subscripts: str, shapes, supplements, jax: bool = False) -> float:
     if jax:
         plan.make_plan(subscripts, shapes, supplements)
     else:
-        api._planned(subscripts, shapes, supplements, "auto", "default")
+        planned(plan.make_plan(subscripts, shapes, supplements), "auto", "default")
     return time.perf_counter() - start
 
 
@@ -81,7 +83,7 @@ def measure(subscripts: str, reps: int, jax: bool = False) -> tuple[float, float
     case = make_case(subscripts, "mid")
     supplements = case.supplements
     try:
-        api._planned(subscripts, case.shapes, supplements, "auto", "default")
+        planned(plan.make_plan(subscripts, case.shapes, supplements), "auto", "default")
     except contractions.ContractionError:
         return None
     new_shape = []

@@ -1,6 +1,6 @@
 """`contract`, and the one call path every call takes: the hot dict, else the checked route
 (arguments checked, a backend chosen), the runner cache, and on a miss plan -> schedule (the
-cheapest sound tier for a first call: `schedule.tiers`) -> the backend's compiled runner.
+cheapest sound tier for a first call: `calls.tiers`) -> the backend's compiled runner.
 
 A warm call is one dictionary lookup plus the arithmetic.  `expressions` (plans once for fixed
 shapes) and `explaining` (reports) build on the caches here.
@@ -13,15 +13,14 @@ shapes) and `explaining` (reports) build on the caches here.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
 
 from .arguments import normalise_supplements
-from .backends import Backend, BackendOptions, backend_for, backend_named, load
-from .caching import byte_bounded_cache, shapes_key_weight, weight
+from .backends import Backend, BackendOptions, backend_for, load
+from .calls.runners import _DEFAULT_OPTIONS, _NUMPY, HOT, keep_call, new_shape, runner
 from .checks import (
     as_operands,
     check_dtypes,
@@ -29,6 +28,7 @@ from .checks import (
     checked_optimize,
     layouts_of,
     normalise_memory_limit,
+    public_signature,
     result_itemsize,
     shapes_of,
 )
@@ -44,12 +44,7 @@ from .compat import (
     to_library,
 )
 from .errors import ContractionError, OperandCountError, SizeMismatchError, quoted
-from .model.numpy_prices import NUMPY_MODEL
-from .plan import PLAN_CACHE_SIZE, Plan, make_plan
-from .schedule import Schedule, make_schedule
-from .schedule.blocking import as_one_einsum
-from .schedule.tiers import first_schedule, remember_full
-from .structures import DECLINED, Structure, known_structure, remember_structure, structure_key_of
+from .plan import Plan, make_plan
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -74,187 +69,6 @@ _AnyT = TypeVar("_AnyT")
 __all__ = ["contract"]
 
 _ndarray = np.ndarray
-_NUMPY = backend_named("numpy")
-_DEFAULT_OPTIONS = BackendOptions()
-
-
-# ---------------------------------------------------------------------------- the caches
-# Every cache keyed on the caller's subscripts is bounded by bytes as well as entries
-# (contractions/caching.py), so many distinct long strings cannot pile up in memory; the hot
-# dicts keep only strings up to HOT_KEY_MAX_CHARS (longer ones are served by these caches).
-CACHE_BYTES = 64 * 2**20
-HOT_KEY_MAX_CHARS = 4096
-
-
-def _planned(subscripts: str, shapes: tuple[tuple[int, ...], ...],
-             supplements: tuple[tuple[str, int], ...], optimize: Any,
-             limit: Any = "default", layouts: tuple[int, ...] | None = None,
-             use_einsum: bool = True, cost_model: Any = None) -> tuple[Plan, Schedule]:
-    """The plan and schedule, cached once per problem however many defaults a caller spells
-    out (a `contract_expression` and its numpy program share one entry, so `make_schedule`'s
-    own work, such as cache-sized blocking, runs once per shape)."""
-    return _planned_once(subscripts, shapes, supplements, optimize, limit, layouts, use_einsum,
-                         cost_model or NUMPY_MODEL)
-
-
-@byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES, weigh_results=False)
-def _planned_once(subscripts: str, shapes: tuple[tuple[int, ...], ...],
-                  supplements: tuple[tuple[str, int], ...], optimize: Any, limit: Any,
-                  layouts: tuple[int, ...] | None, use_einsum: bool,
-                  cost_model: Any) -> tuple[Plan, Schedule]:
-    plan = make_plan(subscripts, shapes, supplements)
-    return plan, make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=limit,
-                               layouts=layouts, cost_model=cost_model)
-
-
-def _compile(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
-             supplements: tuple[tuple[str, int], ...], optimize: Any,
-             options: BackendOptions, limit: Any = "default",
-             layouts: tuple[int, ...] | None = None, tiered: bool = False,
-             unplanned_first: bool = True) -> Callable[..., Any]:
-    """The runner: plan (in a cheap tier when ``tiered``: `schedule.tiers`; the ``'first'``
-    tier only with ``unplanned_first``), compile, and wrap it for other operand layouts (numpy)
-    and for the full search to come (a cheap tier)."""
-    module = load(backend)
-    if _framework_path(backend, optimize):
-        # The framework picks the path itself (JAX: jnp.einsum's own 'auto', which XLA runs
-        # fastest); no schedule is built, so a new shape costs only parse/solve/expand/plan.
-        return module.compile(make_plan(subscripts, shapes, supplements), None, options)
-    upgrade_after = 0
-    if tiered:
-        plan = make_plan(subscripts, shapes, supplements)
-        first = first_schedule(plan, optimize, backend.uses_einsum, limit, layouts,
-                               backend.cost_model or NUMPY_MODEL,
-                               along_path=backend.einsum_along_path and unplanned_first)
-        schedule, upgrade_after = first.schedule, first.upgrade_after
-    else:
-        plan, schedule = _planned(subscripts, shapes, supplements, optimize, limit, layouts,
-                                  backend.uses_einsum, backend.cost_model)
-        remember_full(plan, schedule, optimize, backend.uses_einsum, layouts,
-                      backend.cost_model or NUMPY_MODEL)
-    run = module.compile(plan, schedule, options)
-    if layouts is None and backend is _NUMPY and _layout_matters(schedule):
-        run = _guarded(run, backend, subscripts, shapes, supplements, optimize, options, limit)
-    if upgrade_after:
-        def full() -> Callable[..., Any]:
-            if tiered and first.tier == "first":
-                # the structure's first call ran unplanned: plan the shape again, now in the
-                # cheapest tier that follows a structure that has been called
-                return _compile(backend, subscripts, shapes, supplements, optimize, options, limit,
-                                layouts, tiered=True, unplanned_first=False)
-            return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
-                           layouts, tiered=False)
-        return _Provisional(run, upgrade_after, full)
-    return run
-
-
-class _Provisional:
-    """A cheap tier's runner (`schedule.tiers`): it counts the calls of its shape and, on the
-    ``upgrade_after``-th, runs the full search (after the ``'first'`` tier: the next tier) and
-    hands the runner it gets to the hot dicts that hold this one (so later calls reach it
-    directly)."""
-
-    __slots__ = ("run", "calls", "upgrade_after", "full", "homes")
-
-    def __init__(self, run: Callable[..., Any], upgrade_after: int,
-                 full: Callable[[], Callable[..., Any]]) -> None:
-        self.run, self.calls, self.upgrade_after, self.full = run, 0, upgrade_after, full
-        self.homes: list[tuple[dict[Any, Any], Any]] = []
-
-    def __call__(self, *arrays: Any) -> Any:
-        self.calls += 1
-        if self.calls == self.upgrade_after:
-            self.run = self.full()
-            for home, key in self.homes:
-                if home.get(key) is self:
-                    home[key] = self.run
-            if type(self.run) is _Provisional:  # (a cheap tier again: its upgrade updates them)
-                self.run.homes.extend(self.homes)
-            self.homes = []
-        return self.run(*arrays)
-
-
-def _framework_path(backend: Backend, optimize: Any) -> bool:
-    """Does this backend take the default ``optimize`` as "let the framework choose"?"""
-    return backend.plans_own_path and isinstance(optimize, str) and optimize == "auto"
-
-
-def _caller_parts(args: tuple[Any, ...]) -> int:
-    """The weight of `_compile`'s arguments that come from the caller (the subscripts, shapes,
-    supplements, optimize= and layouts); the backend entry and options are shared."""
-    return shapes_key_weight(args[1:5]) + weight(args[7])
-
-
-_compiled = byte_bounded_cache(maxsize=PLAN_CACHE_SIZE, maxbytes=CACHE_BYTES,
-                               weigh_results=False, weigh_args=_caller_parts)(_compile)
-
-
-def _layout_matters(schedule: Schedule) -> bool:
-    """Does this schedule (planned for C-contiguous operands of one dtype) run differently on
-    other layouts?  A pairwise run does: a Fortran operand is read through its transpose
-    instead of copied, and a strided or converted one is copied where the schedule counts it
-    (so the call allocates what ``explain`` says, and blocks if the copies would break the
-    limit).  One einsum call reads any strides itself."""
-    return schedule.strategy == "pairwise"
-
-
-def _guarded(run: Callable[..., Any], backend: Backend, subscripts: str,
-             shapes: tuple[tuple[int, ...], ...], supplements: tuple[tuple[str, int], ...],
-             optimize: Any, options: BackendOptions, limit: Any) -> Callable[..., Any]:
-    """``run`` for C-contiguous operands of one dtype; any other operands are re-planned with
-    their layouts (so the copies they need are counted, and blocked if need be)."""
-    target = options.preferred_element_type
-
-    def guarded(*arrays: Any) -> Any:
-        dtype = arrays[0].dtype if target is None else target
-        for a in arrays:
-            if a.dtype != dtype or not a.flags.c_contiguous:
-                layouts = layouts_of(arrays, options)
-                return _runner(backend, subscripts, shapes, supplements, optimize, options, limit,
-                               layouts, tiered=True)(*arrays)
-        return run(*arrays)
-
-    return guarded
-
-
-def _runner(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
-            supplements: tuple[tuple[str, int], ...], optimize: Any,
-            options: BackendOptions, limit: Any = "default",
-            layouts: tuple[int, ...] | None = None, tiered: bool = False) -> Callable[..., Any]:
-    """The cached runner of a call (``tiered``: a call of `contract`'s own, planned in the
-    cheapest sound tier; else the full search, as for `contract_expression`)."""
-    limit = _backend_limit(backend, limit)
-    if backend is not _NUMPY:
-        layouts = None
-    try:
-        return _compiled(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
-                         tiered)
-    except TypeError as exc:
-        if "unhashable" not in str(exc):
-            raise
-    # An unhashable option (a list as precision, say): plan through the caches, compile afresh.
-    return _compile(backend, subscripts, shapes, supplements, optimize, options, limit, layouts,
-                    tiered)
-
-
-def _backend_limit(backend: Backend, limit: Any) -> Any:
-    """The memory limit a backend's schedule honours, from its declared capabilities: none
-    where the framework plans its own buffers (JAX); ``'default'`` only where the backend
-    blocks by default (numpy), else only an explicit limit (torch: an unbounded call is one
-    einsum or a few kernels, which torch.compile and torch.vmap see whole; dask bounds each of
-    its blocks itself)."""
-    if not backend.honours_memory_limit or (limit == "default" and not backend.blocks_by_default):
-        return None
-    return limit
-
-
-# The hot dict: (subscripts, *operand keys, *len_items) -> the call's runner, for calls with
-# default options; an operand's key is its shape for a numpy array, else (type, shape, is_cuda):
-# the type decides the backend, a torch tensor's device its prices (`_operand_key`).  Bounded by
-# clearing when full (dict operations are atomic under the GIL, so concurrent callers at worst
-# re-plan through the cached `_compiled`).
-_HOT: dict[tuple[Any, ...], Callable[..., Any]] = {}
-HOT_CACHE_SIZE = PLAN_CACHE_SIZE
 
 
 # ------------------------------------------------------------------------------ contract
@@ -349,7 +163,7 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
         else:
             hot_key = tuple(key)
             try:
-                run = _HOT.get(hot_key)
+                run = HOT.get(hot_key)
             except TypeError:  # an unhashable shape: the checked route reports it
                 return _contract(subscripts, *operands, **options)
             if run is not None:
@@ -360,7 +174,7 @@ def contract(subscripts: Any = _NO_SUBSCRIPTS, *operands: Any, **options: Any) -
                     raise
             if operands:
                 # A new shape: a known structure runs it without planning (`structures`).
-                run = _new_shape(subscripts, operands, hot_key)
+                run = new_shape(subscripts, operands, hot_key)
                 if run is not None:
                     return run(*operands)
     return _contract(subscripts, *operands, **options)
@@ -373,7 +187,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
               use_blas: Any = True, **len_groups: int) -> Any:
     """The checked route, every call the hot dict did not answer, each stage reached once:
     the arguments checked (numpy's ``order``/``casting``/``dtype`` rules, opt_einsum's
-    ``backend=`` conversion), then the runner (`_runner`: cached, else planned in the cheapest
+    ``backend=`` conversion), then the runner (`calls.runners.runner`: cached, else planned in the cheapest
     sound tier and compiled), remembered in the hot dict for default options, and run."""
     if type(subscripts) is not str:
         subscripts, operands = _sublist_call(subscripts, operands, single_call=optimize is False)
@@ -387,7 +201,8 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
     numpy_style = order is not _ORDER_K or casting is not _SAFE or dtype is not None
     if numpy_style or backend is not None:
         # np.einsum's rules, checked before any arithmetic (bad operands: documented errors)
-        check_numpy_options(subscripts, as_operands(operands, library), dtype, casting, order)
+        check_numpy_options(subscripts, as_operands(operands, library, subscripts), dtype, casting,
+                            order)
     given = operands
     convert = backend_name(backend) if backend is not None else None
     if convert == library.name:
@@ -398,31 +213,26 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
                                    f"{library.name} arrays; pass backend='auto'")
         operands = tuple(to_library(convert, [np.asarray(op) for op in operands]))
         library = backend_for(operands)
-    arrays = as_operands(operands, library)
+    arrays = as_operands(operands, library, subscripts)   # (with it: contract(s, [a, b]) is named)
     check_dtypes(arrays)
     options = (_DEFAULT_OPTIONS if precision is None and preferred_element_type is None
                else BackendOptions(precision, preferred_element_type))
-    supplements = normalise_supplements(len_groups)
+    supplements = normalise_supplements(len_groups, subscripts, contract)  # (a typo: its close match)
     shapes = shapes_of(arrays)
     optimized = checked_optimize(numpy_optimize(optimize), subscripts, len(arrays))
     limit = normalise_memory_limit(memory_limit, result_itemsize(arrays, options))
     layouts = layouts_of(arrays, options) if library is _NUMPY else None
-    run = _runner(library, subscripts, shapes, supplements, optimized, options, limit, layouts,
-                  tiered=True)
+    plan = make_plan(subscripts, shapes, supplements)   # (every error of the call raised here)
+    run = runner(library, plan, optimized, options, limit, layouts, tiered=True)
     if (optimize is _AUTO and memory_limit is _DEFAULT_LIMIT and options is _DEFAULT_OPTIONS
             and out is None and not numpy_style and backend is None
             and all(a is op for a, op in zip(arrays, given))
             and all(type(n) is int for n in len_groups.values())):
         # (only exact ints: 2.0 == 2 and True == 1 hash alike, but must be refused)
-        _remember((subscripts, *map(_operand_key, arrays), *len_groups.items()), subscripts, run)
-        if library.name in _STRUCTURED and len(subscripts) <= HOT_KEY_MAX_CHARS:
-            remember_structure(
-                structure_key_of(subscripts, arrays, tuple(len_groups.items())),
-                lambda: _structure(library, subscripts, shapes, supplements, optimized, options,
-                                   limit, layouts))
+        keep_call(library, plan, arrays, len_groups, run, optimized, limit, layouts)
     if out is not None and convert is None:
         rule = out_casting(casting, optimize, len(arrays), out)
-        _check_out(out, library, make_plan(subscripts, shapes, supplements), arrays, options, rule)
+        _check_out(out, library, plan, arrays, options, rule)
         return _write_out(out, library, run(*arrays), rule)
     result = run(*arrays)
     if convert is not None:
@@ -433,79 +243,7 @@ def _contract(subscripts: str = _NO_SUBSCRIPTS, *operands: Any, optimize: Any = 
     return apply_order(result, order, given) if numpy_style else result
 
 
-contract.__signature__ = inspect.signature(_contract)  # type: ignore[attr-defined]
-
-
-def _operand_key(op: Any) -> Any:
-    """An operand's part of a hot-dict key, as `contract`'s hot path builds it."""
-    return op.shape if type(op) is _ndarray else (type(op), op.shape, getattr(op, "is_cuda", None))
-
-
-def _new_shape(subscripts: str, operands: tuple[Any, ...], hot_key: tuple[Any, ...]
-               ) -> Callable[..., Any] | None:
-    """The runner of a default-option call of a new shape whose structure is known
-    (`structures`: numpy, and torch on the CPU), now in the hot dict; None: the checked route
-    takes the call."""
-    n = len(operands)
-    try:
-        structure = known_structure(structure_key_of(subscripts, operands, hot_key[n + 1:]))
-    except (AttributeError, TypeError):   # (no flags or dtype, a symbolic size: never known)
-        return None
-    if structure is None:
-        return None
-    run = structure.runner(tuple([tuple(k[1]) if k and isinstance(k[0], type) else k
-                                  for k in hot_key[1:n + 1]]))
-    if run is DECLINED:
-        return None
-    _remember(hot_key, subscripts, run)
-    return run  # type: ignore[no-any-return]
-
-
-#: The backends whose new shapes a known structure runs (`structures`): numpy (one einsum
-#: call or the steps' program) and torch on the CPU (one einsum call; its steps' choice
-#: against one einsum is priced per shape, so a shape past one einsum call is planned).
-_STRUCTURED = ("numpy", "torch")
-
-
-def _structure(backend: Backend, subscripts: str, shapes: tuple[tuple[int, ...], ...],
-               supplements: tuple[tuple[str, int], ...], optimize: Any, options: BackendOptions,
-               limit: Any, layouts: tuple[int, ...] | None) -> Structure:
-    """The `Structure` of a default-option call: its programs compiled by the backend, a new
-    shape's runner provisional until its full search (`_Provisional`)."""
-    module, model = load(backend), backend.cost_model or NUMPY_MODEL
-    plan = make_plan(subscripts, shapes, supplements)
-    limit = _backend_limit(backend, limit)
-
-    def compile_direct(schedule: Schedule) -> Callable[..., Any]:
-        return module.compile(plan, schedule, options)  # (one einsum call: any shape)
-
-    def compile_steps(schedule: Schedule, specs: Any) -> Callable[[Any], Callable[..., Any]] | None:
-        if backend is _NUMPY:
-            return module.compile_any_extents(schedule, specs, options)  # type: ignore[no-any-return]
-        # torch: the structure's steps as its model ran them, one einsum call along a path
-        # (any shape), or declined (the steps' choice is then priced per shape)
-        one_call = as_one_einsum(schedule, "auto", model)
-        if one_call.strategy != "direct":
-            return None
-        run = module.compile(plan, one_call, options)
-        return lambda ext: run
-
-    def provisional(run: Callable[..., Any], upgrade_after: int,
-                    new_shapes: tuple[tuple[int, ...], ...]) -> Callable[..., Any]:
-        if layouts is None and backend is _NUMPY:
-            run = _guarded(run, backend, subscripts, new_shapes, supplements, optimize, options,
-                           limit)
-
-        def full() -> Callable[..., Any]:
-            return _runner(backend, subscripts, new_shapes, supplements, optimize, options, limit,
-                           layouts, tiered=False)
-
-        return _Provisional(run, upgrade_after, full)   # (it counts the call it is made for)
-
-    return Structure(plan, layouts, backend.uses_einsum, model, limit,
-                     compile_direct, compile_steps, provisional,
-                     runs_cheap_plans=getattr(model, "cheap_first_plans", True),
-                     one_call_for_steps=backend is not _NUMPY)
+contract.__signature__ = public_signature(_contract, returns="array")  # type: ignore[attr-defined]
 
 
 def _sublist_call(first: Any, operands: tuple[Any, ...],
@@ -518,20 +256,6 @@ def _sublist_call(first: Any, operands: tuple[Any, ...],
     if isinstance(first, str) or not operands:
         check_subscripts(first)
     return from_sublists(first, operands, single_call)
-
-
-def _remember(key: tuple[Any, ...], subscripts: str, run: Callable[..., Any]) -> None:
-    """Keep ``run`` in the hot dict (cleared when full; strings over `HOT_KEY_MAX_CHARS` are
-    left to the byte-bounded caches)."""
-    if len(subscripts) <= HOT_KEY_MAX_CHARS:
-        if len(_HOT) >= HOT_CACHE_SIZE:
-            _HOT.clear()
-        try:
-            _HOT[key] = run
-        except TypeError:  # an unhashable shape (torch.compile's symbolic sizes): not kept
-            return
-        if type(run) is _Provisional:
-            run.homes.append((_HOT, key))
 
 
 def _check_out(out: Any, backend: Backend, plan: Plan, arrays: Sequence[Any],

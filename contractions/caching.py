@@ -145,23 +145,31 @@ class ByteBoundedCache(Generic[R]):
         self._hits = self._misses = self._bytes = 0
 
     def __call__(self, *args: Any) -> R:
+        return self.get(args, functools.partial(self.__wrapped__, *args))
+
+    def get(self, key: tuple[Any, ...], make: Callable[[], R]) -> R:
+        """The entry for ``key``, made by ``make()`` on a miss: for a caller that holds more
+        than the key names (a plan, keyed by its string, shapes and lengths).
+
+        >>> cache = ByteBoundedCache(len, maxsize=4, maxbytes=2**20)
+        >>> cache.get(('ab',), lambda: 2), cache.get(('ab',), lambda: 3)
+        (2, 2)
+        """
         with self._lock:
-            found = self._entries.get(args)
+            found = self._entries.get(key)
             if found is not None:
-                self._entries.move_to_end(args)
+                self._entries.move_to_end(key)
                 self._hits += 1
                 return found[0]
             self._misses += 1
-        result = self.__wrapped__(*args)
-        # A result derived from its arguments (a plan from a string and shapes) may be counted
-        # as twice their weight: weighing a deep result costs more than computing some of them.
-        weighed = self.weigh_args(args)
+        result = make()
+        weighed = self.weigh_args(key)
         cost = weighed + weight(result) if self.weigh_results else 2 * weighed
         if cost * ENTRY_FRACTION > self.maxbytes:
             return result
         with self._lock:
-            if args not in self._entries:
-                self._entries[args] = (result, cost)
+            if key not in self._entries:
+                self._entries[key] = (result, cost)
                 self._bytes += cost
                 while len(self._entries) > self.maxsize or self._bytes > self.maxbytes:
                     _, (_, dropped) = self._entries.popitem(last=False)

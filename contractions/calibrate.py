@@ -33,10 +33,11 @@ from __future__ import annotations
 import datetime
 import functools
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -44,7 +45,8 @@ from .model.host import this_machine
 from .model.numpy_prices import NumpyCostModel
 from .model.profile import Profile, builtin_profile
 
-__all__ = ["FULL", "QUICK", "TINY", "Budget", "best_seconds", "calibrate", "fit_relative", "fit_torch_prices"]
+__all__ = ["FULL", "QUICK", "TINY", "Budget", "Progress", "best_seconds", "calibrate", "fit_relative",
+           "fit_torch_prices"]
 
 #: Every array of a stack together (float64 elements): within two L2 caches of most machines,
 #: so the products run from cache (past it the memory prices take over).
@@ -124,16 +126,65 @@ def stack_grid(points: int, threaded_macs: int, seed: int = 0) -> list[tuple[int
     return list(grid)
 
 
+class Progress:
+    """A one-line progress display, rewritten in place on a terminal ("measuring BLAS products
+    in cache, stage 1/6 [312/2100]"); silent unless ``stream`` (stderr by default) is a TTY, so
+    a piped or redirected run prints nothing extra.  Redrawn at most every ``every`` seconds.
+
+    >>> import io
+    >>> class Terminal(io.StringIO):
+    ...     def isatty(self): return True
+    >>> shown = Progress(Terminal(), every=0)
+    >>> shown('matmul prices', 3, 11); shown.clear()
+    >>> shown.stream.getvalue().split('\\r')[1]
+    'measuring matmul prices [3/11]'
+    """
+
+    def __init__(self, stream: TextIO | None = None, every: float = 0.1) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        try:
+            self.live = bool(self.stream.isatty())
+        except (AttributeError, ValueError):  # (no isatty, or a closed stream)
+            self.live = False
+        self.every, self.width, self.shown_at = every, 0, -math.inf
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if not self.live:
+            return
+        now = time.monotonic()
+        if done < total and now - self.shown_at < self.every:
+            return
+        self.shown_at = now
+        text = f"measuring {what} [{done}/{total}]"
+        self.stream.write("\r" + text + " " * max(0, self.width - len(text)))
+        self.stream.flush()
+        self.width = len(text)
+
+    def clear(self) -> None:
+        """Erase the line (before another line is printed, and at the end)."""
+        if self.live and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
 class _Run:
     """One calibration: the budget, the progress log, the prices found so far."""
 
-    def __init__(self, budget: Budget, log: Callable[[str], None], base: Profile) -> None:
-        self.budget, self.log, self.base = budget, log, base
+    def __init__(self, budget: Budget, log: Callable[[str], None], base: Profile,
+                 progress: Progress | None = None) -> None:
+        self.budget, self.log, self.base, self.progress = budget, log, base, progress
         self.prices: dict[str, Any] = {}
         self.rng = np.random.default_rng(1)
+        self.stage = ""
 
     def time(self, func: Callable[[], object]) -> float:
         return best_seconds(func, self.budget.batch_seconds, self.budget.repeats)
+
+    def tick(self, done: int, total: int) -> None:
+        """Show how far the stage has come (a long stage is otherwise a silent minute)."""
+        if self.progress is not None:
+            self.progress(self.stage, done, total)
 
     def keep(self, name: str, value: float) -> None:
         """Adopt a fitted price, or keep the default where the fit is not usable."""
@@ -156,8 +207,11 @@ class _Run:
             cases.append((a, b, bt, np.empty(np.matmul(a, b).shape)))
         plain = np.full(len(grid), np.inf)
         transposed = np.full(len(grid), np.nan)
+        done, total = 0, self.budget.passes * len(grid)
         for _ in range(self.budget.passes):
             for index in self.rng.permutation(len(grid)):
+                self.tick(done, total)
+                done += 1
                 a, b, bt, out = cases[index]
                 plain[index] = min(plain[index], self.time(functools.partial(np.matmul, a, b, out=out)))
                 if grid[index][0] > 1:
@@ -193,7 +247,9 @@ class _Run:
             return
         model = NumpyCostModel(replace(self.base, **self.prices, thread_gain=0.0))
         gains = []
-        for side in (96, 128, 160, 192, 256, 320, 384, 512)[:self.budget.threaded]:
+        sides = (96, 128, 160, 192, 256, 320, 384, 512)[:self.budget.threaded]
+        for done, side in enumerate(sides):
+            self.tick(done, len(sides))
             a, b = self.rng.standard_normal((side, side)), self.rng.standard_normal((side, side))
             out = np.empty((side, side))
             macs = side ** 3
@@ -219,7 +275,8 @@ class _Run:
         # fresh buffer it makes in a schedule (the model's copy price holds both: its final
         # step and a warm result take the fresh part back off)
         elements, seconds = [], []
-        for power in self.budget.copy_powers:
+        for done, power in enumerate(self.budget.copy_powers):
+            self.tick(done, len(self.budget.copy_powers))
             side = round((1 << power) ** 0.25)
             x = self.rng.standard_normal((side, side + 1, side, side + 2)).transpose(2, 0, 3, 1)
             out = np.empty(x.shape)
@@ -258,6 +315,7 @@ class _Run:
         # call against the same compiled program)
         steps, seconds = [], []
         for n in range(2, 6):
+            self.tick(n - 2, 5)
             letters = "abcdef"[:n + 1]
             subscripts = ",".join(letters[i:i + 2] for i in range(n)) + f"->{letters[0]}{letters[-1]}"
             operands = [self.rng.standard_normal((2, 2)) for _ in range(n)]
@@ -265,6 +323,7 @@ class _Run:
             seconds.append(self.time(functools.partial(program, *operands)))
             steps.append(n - 1)
         entry, step = fit_relative(np.array([[1, s] for s in steps], dtype=float), np.array(seconds))
+        self.tick(4, 5)
         self.keep("ns_per_step", step)
         x, y = self.rng.standard_normal((2, 2)), self.rng.standard_normal((2, 2))
         program = contract_expression("ab,bc->ac", (2, 2), (2, 2))
@@ -273,13 +332,20 @@ class _Run:
 
 
 def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
-              base: Profile | None = None) -> Profile:
+              base: Profile | None = None, progress: Progress | None = None) -> Profile:
     """Measure this machine's prices within ``budget`` and return them as a profile (built-in
     defaults for what is not measured; this machine's caches and threads; stamped with the
-    machine and the time).  ``log`` receives one line per stage, for progress."""
+    machine and the time).  ``log`` receives one line per stage; ``progress`` (a terminal's
+    `Progress`) shows how far each stage has come, and is cleared before each line."""
     machine = this_machine()
     base = builtin_profile(machine) if base is None else base
-    run = _Run(budget, log, base)
+    if progress is not None:
+        def logged(line: str, say: Callable[[str], None] = log, shown: Progress = progress) -> None:
+            shown.clear()   # (the line replaces the progress display, which the next tick redraws)
+            say(line)
+
+        log = logged
+    run = _Run(budget, log, base, progress)
     stages = [("BLAS products in cache", run.products), ("threaded products", run.threads),
               ("gathers and fresh pages", run.copies), ("reads past the caches", run.streaming),
               ("numpy's einsum loop", run.einsum_loop), ("per-call and per-step Python", run.python_costs)]
@@ -288,9 +354,10 @@ def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
     for number, (what, stage) in enumerate(stages, 1):
         begun = time.perf_counter()
         log(f"[{number}/{len(stages)}] {what} ...")
+        run.stage = f"{what}, stage {number}/{len(stages)}"
         stage()
         log(f"    done in {time.perf_counter() - begun:.1f} s")
-    log(f"measured in {time.perf_counter() - started:.0f} s")
+    log(f"measured in {time.perf_counter() - started:.0f} s")   # (clears the progress line)
     measured = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return replace(base, **run.prices, machine=machine, measured=measured, source="")
 

@@ -11,16 +11,18 @@ stage runs, so a bad argument fails with a documented error that names it and sa
 from __future__ import annotations
 
 import decimal
+import inspect
 import math
 import operator
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .backends import Backend, BackendOptions, backend_named
-from .errors import ContractionError, OptionError, quoted
+from .compat import not_subscripts_message
+from .errors import ContractionError, OperandCountError, OptionError, quoted
 from .parser import parse
 from .schedule import CONVERTED, FORTRAN, STRIDED, _checked_path, normalise_optimize
 from .solver import solve_call
@@ -32,17 +34,21 @@ _ndarray = np.ndarray
 _REFUSED = (str, bytes, dict, set, frozenset, types.GeneratorType)
 
 
-def as_operands(operands: Sequence[Any], backend: Backend) -> tuple[Any, ...]:
+def as_operands(operands: Sequence[Any], backend: Backend, subscripts: Any = None) -> tuple[Any, ...]:
     """Operands the backend can take: lists, tuples and scalars become numpy arrays.
 
     Anything else that is not an array (``None``, strings, dicts, generators, arbitrary
-    objects) is a `TypeError` naming its position, raised before any arithmetic.
+    objects) is a `TypeError` naming its position, raised before any arithmetic.  A list of
+    arrays where ``subscripts`` names more operands than were passed is an
+    `OperandCountError` saying to pass them as separate arguments.
     """
     out = []
     for k, op in enumerate(operands):
         if type(op) is _ndarray or (backend.name != "numpy" and backend.owns(op)):
             out.append(op)
             continue
+        if isinstance(op, (list, tuple)) and isinstance(subscripts, str):
+            _check_not_packed(subscripts, operands, k)
         if op is None or isinstance(op, _REFUSED) or not (
                 isinstance(op, (list, tuple, int, float, complex, np.generic, np.ndarray))
                 or hasattr(op, "__array__") or hasattr(op, "__array_interface__")):
@@ -57,6 +63,26 @@ def as_operands(operands: Sequence[Any], backend: Backend) -> tuple[Any, ...]:
                 f"operand {k} cannot be made an array ({exc}); nested lists must be "
                 "rectangular (every row the same length)") from None
     return tuple(out)
+
+
+def _check_not_packed(subscripts: str, operands: Sequence[Any], k: int) -> None:
+    """An `OperandCountError` when operand ``k`` is a list or tuple of arrays and the string
+    names more operands than were passed: ``contract(s, [a, b])`` for ``contract(s, a, b)``
+    (numpy would stack the arrays, or fail on their shapes, and say neither)."""
+    op = operands[k]
+    if not op or not all(hasattr(item, "shape") and hasattr(item, "ndim") for item in op):
+        return
+    try:
+        terms = len(parse(subscripts).inputs)
+    except ContractionError:
+        return  # the call reports the string's own error
+    if terms > len(operands):
+        q = quoted(subscripts)
+        given = f"{len(operands)} operand{' was' if len(operands) == 1 else 's were'}"
+        raise OperandCountError(
+            f"{q} has {terms} input terms but {given} given, and operand {k} is a "
+            f"{type(op).__name__} of {len(op)} arrays: operands go as separate arguments: "
+            f"contract({q}, *ops), not contract({q}, ops)")
 
 
 def short_repr(op: Any) -> str:
@@ -124,9 +150,38 @@ def normalise_memory_limit(memory_limit: Any, itemsize: int = 8) -> Any:
     return elements
 
 
-def check_subscripts(subscripts: Any) -> None:
+def check_subscripts(subscripts: Any, verb: str = "contract") -> None:
+    """A `TypeError` unless ``subscripts`` is a str (they come first: ``verb('ij->i', x)``)."""
     if not isinstance(subscripts, str):
-        raise TypeError(f"subscripts must be a str, got {type(subscripts).__name__}")
+        raise TypeError(not_subscripts_message(subscripts, (), verb))
+
+
+class _Written:
+    """An annotation help() prints as written, without quotes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def public_signature(function: Callable[..., Any], returns: str) -> inspect.Signature:
+    """``function``'s signature as help() shows it: its annotations as written, less the
+    uninformative ``Any``, no default for a parameter whose default is a private sentinel,
+    and ``returns`` as its return type.
+
+    >>> def f(x: str = object(), *ops: Any, k: Any = 'auto', **len_groups: int) -> Any: ...
+    >>> str(public_signature(f, 'array'))
+    "(x: str, *ops, k='auto', **len_groups: int) -> array"
+    """
+    shown = []
+    for p in inspect.signature(function).parameters.values():
+        plain = p.default is None or isinstance(p.default, (str, int, float))
+        annotation = p.annotation if not isinstance(p.annotation, str) else (
+            p.empty if p.annotation == "Any" else _Written(p.annotation))
+        shown.append(p.replace(default=p.default if plain else p.empty, annotation=annotation))
+    return inspect.Signature(shown, return_annotation=_Written(returns))
 
 
 def shapes_of(arrays: Sequence[Any]) -> tuple[tuple[int, ...], ...]:

@@ -1,12 +1,13 @@
-"""The ``contractions`` command line: ``demo``, ``explain``, ``check``, ``scan`` and ``calibrate``.
+"""The ``contractions`` command line: ``demo``, ``explain``, ``check``, ``scan``, ``calibrate``, ``plans``.
 
     contractions demo                  # a short guided tour, checked as it runs
     contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5
     contractions explain 'WCo,WCa->Cao' 3x2x5 3x2x4 --len W=1
     contractions explain 'Wa,Wab,Wb->W' 2x3 2x3x4 2x4 --optimize greedy --memory-limit 1MB
-    contractions check src/            # lint contract() call sites (exit 0 / 1 findings / 2 usage)
+    contractions check src/            # lint contract() call sites (exit 0 / 1 findings / 2 usage; alias: lint)
     contractions scan src/ --json      # vocabulary and call sites
     contractions calibrate --quick     # measure this machine's prices (--show: the profile in use)
+    contractions plans --show          # the stored plans (--clear, --export FILE, --import FILE)
     contractions                       # this help (exit status 0, as --help)
 """
 
@@ -99,12 +100,14 @@ examples:
   contractions explain 'WCo,WCa->Cao'          (the string alone: what it needs)
   contractions explain 'Wa,Wab,Wb->W' 2x3 2x3x4 2x4 --optimize '[(1, 2), (0, 1)]'
   contractions explain 'WCa,Caib,WCi->WCb' 4x4x2x3 2x3x5x6 4x4x2x5 --memory-limit 200 --backend torch
+  contractions explain 'ab,bc,Wc,Wd->Wad' 60x60 60x60 1000x60 1000x50 --memory-limit 20000 --plot plan.png
 
 exit status:
   0  the report was printed (with shapes: the call is solved, expanded and planned)
   1  the string cannot decide some group's length without a --len: the report says
      which --len to pass (and, with shapes, which values fit them)
-  2  usage error, or the call is invalid (syntax, operand count, sizes): message on stderr
+  2  usage error, or the call is invalid (syntax, operand count, sizes), or --plot cannot
+     draw or write its file: message on stderr
 """
 
 
@@ -112,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="contractions",
         description="grouped-einsum: an einsum whose UPPERCASE letters are groups of zero or "
-                    "more axes. Explain a call, run the demo, or lint and scan call sites.",
+                    "more axes. Explain a call, run the demo, lint and scan call sites, calibrate the "
+                    "prices or manage the stored plans.",
         epilog="run 'contractions COMMAND --help' for a command's options; 'contractions' alone "
                "prints this help and exits with status 0, as --help does")
     parser.add_argument("--version", action="version",
@@ -142,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="whose schedule to report: "
                          + ", ".join(b.name for b in registered_backends())
                          + " (default: numpy; jax, torch and dask need that library installed)")
+    ex.add_argument("--plot", default=None, metavar="FILE",
+                    help="also draw the schedule's contraction tree into FILE (format from its "
+                         "suffix: .png, .svg, .pdf); needs matplotlib: pip install "
+                         "'grouped-einsum[plot]'")
     cal = sub.add_parser("calibrate", help="measure this machine's prices and write the profile the "
                                            "planner uses",
                          description="Measure this machine's prices (BLAS products, copies, einsum's "
@@ -154,6 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--show", action="store_true",
                      help="measure nothing: print the profile in use, where it came from and how "
                           "it differs from the built-in defaults")
+    plans = sub.add_parser(
+        "plans", help="show, clear, export or import the stored plans (the full searches kept "
+                      "for later processes)",
+        description="The plan store: what the full search decided for each structure, kept so "
+                    "that a later process runs it at once. It lives beside the calibrated profile; "
+                    "CONTRACTIONS_PLANS=FILE selects another file, CONTRACTIONS_PLANS=off turns it "
+                    "off. Export on one node and import on identical ones (same version and "
+                    "profile) to share the plans.")
+    what = plans.add_mutually_exclusive_group()
+    what.add_argument("--show", action="store_true", help="where the store is and what it holds (the default)")
+    what.add_argument("--clear", action="store_true", help="remove the store file")
+    what.add_argument("--export", metavar="FILE", help="write every stored plan to a JSON file")
+    what.add_argument("--import", dest="import_from", metavar="FILE",
+                      help="add the plans of an exported file (its version and profile must match)")
     from .lint import add_commands
 
     add_commands(sub)  # check, scan
@@ -184,12 +206,40 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo()
     if args.command == "explain":
         return _explain(args.subscripts, args.shapes, args.supplements, optimize=args.optimize,
-                        memory_limit=args.memory_limit, backend=args.backend)
+                        memory_limit=args.memory_limit, backend=args.backend, plot=args.plot)
     if args.command == "calibrate":
         return _calibrate(args.quick, args.output, args.show)
+    if args.command == "plans":
+        return _plans(args.clear, args.export, args.import_from)
     from .lint import run_command
 
     return run_command(args)  # check, scan
+
+
+def _plans(clear: bool, export: str | None, import_from: str | None) -> int:
+    from .calls.store import ENVIRONMENT_VARIABLE, active_store
+
+    store = active_store()
+    if store is None:
+        print(f"the plan store is off ({ENVIRONMENT_VARIABLE}=off)")
+        return 0 if not (export or import_from) else 2
+    try:
+        if clear:
+            store.clear()
+            print(f"removed {store.path}")
+        elif export is not None:
+            print(f"wrote {store.export(export)} plans to {export}")
+        elif import_from is not None:
+            print(f"added {store.import_from(import_from)} plans to {store.path}")
+        else:
+            found = store.entries()
+            print(f"plan store: {store.path}" + ("" if store.path.exists() else " (not written yet)"))
+            print(f"header: version {store.header['version']}, profile {store.header['profile']}")
+            print(f"{len(found)} plans, {store.size():,} bytes (bound {store.max_bytes:,})")
+    except (OSError, ValueError) as exc:
+        print(f"contractions plans: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _calibrate(quick: bool, output: str | None, show: bool) -> int:
@@ -212,11 +262,13 @@ def _calibrate(quick: bool, output: str | None, show: bool) -> int:
         else:
             print("identical to the built-in defaults")
         return 0
-    from .calibrate import FULL, QUICK, calibrate
+    from .calibrate import FULL, QUICK, Progress, calibrate
 
     target = output if output is not None else user_profile_path()
     try:
-        profile = calibrate(QUICK if quick else FULL, log=lambda line: print(line, flush=True))
+        # (a full run takes minutes: on a terminal, stderr shows how far each stage has come)
+        profile = calibrate(QUICK if quick else FULL, log=lambda line: print(line, flush=True),
+                            progress=Progress(sys.stderr))
         written = save_profile(profile, target)
     except OSError as exc:
         print(f"contractions calibrate: cannot write the profile {target}: {exc}", file=sys.stderr)
@@ -230,8 +282,10 @@ def _calibrate(quick: bool, output: str | None, show: bool) -> int:
 
 
 def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[str, int],
-             optimize: Any = "auto", memory_limit: Any = "default", backend: str | None = None) -> int:
-    """Print the report; exit status 0 (printed), 1 (needs a --len), 2 (invalid call)."""
+             optimize: Any = "auto", memory_limit: Any = "default", backend: str | None = None,
+             plot: str | None = None) -> int:
+    """Print the report (and with ``plot``, draw it into that file); exit status 0 (printed),
+    1 (needs a --len), 2 (invalid call, or the figure cannot be drawn or written)."""
     from .explaining import explain
     from .solver import identifiability
 
@@ -248,10 +302,17 @@ def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[s
                 print(f"error: {' and '.join(scheduling)} {verb} the schedule, which needs one "
                       "SHAPE per operand (extents such as 4x2x3)", file=sys.stderr)
                 return 2
+            if plot is not None:
+                print("error: --plot draws the schedule, which needs one SHAPE per operand "
+                      "(extents such as 4x2x3)", file=sys.stderr)
+                return 2
             print(_string_report(subscripts, info, given))
             return 1 if info.needs_supplement else 0
-        print(explain(subscripts, *shapes, optimize=optimize, memory_limit=memory_limit,
-                      backend=backend, **kwargs))
+        text = explain(subscripts, *shapes, optimize=optimize, memory_limit=memory_limit,
+                       backend=backend, **kwargs)
+        print(text)
+        if plot is not None:
+            return _save_plot(text, plot)
         return 0
     except UnderdeterminedError:
         print(_string_report(subscripts, info, given, shapes))
@@ -263,6 +324,20 @@ def _explain(subscripts: str, shapes: list[tuple[int, ...] | int], given: dict[s
         print(f"error: --backend {backend}: {exc}; install it (README.md, Install) or pick "
               "another backend", file=sys.stderr)
         return 2
+
+
+def _save_plot(text: Any, file: str) -> int:
+    """--plot: the report's figure written to ``file``; exit status 0, or 2 with the reason."""
+    try:
+        text.plot().savefig(file)
+    except ImportError as exc:
+        print(f"error: --plot: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:  # an unwritable path, an unknown format suffix
+        print(f"error: --plot {file}: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {file}")
+    return 0
 
 
 def _string_report(subscripts: str, info: Any, given: dict[str, int],

@@ -22,6 +22,8 @@ from .errors import ContractionError, KeywordError, OptionError, quoted
 
 __all__ = [
     "from_sublists",
+    "not_subscripts_message",
+    "subscripts_first",
     "check_numpy_options",
     "apply_order",
     "out_casting",
@@ -76,8 +78,12 @@ def from_sublists(first: Any, rest: Sequence[Any],
     output = None
     if len(args) % 2:  # the last item is the output sublist
         output = operands.pop()
+    if isinstance(first, (str, bytes, type(None))) or not any(
+            _is_sublist(sub) for sub in [*sublists, *([] if output is None else [output])]):
+        # not numpy's sublist form at all: most likely subscripts that are not first, or not a str
+        raise TypeError(not_subscripts_message(first, rest))
     for k, sub in enumerate([*sublists, *([] if output is None else [output])]):
-        if not isinstance(sub, (list, tuple, range)) and not _int_vector(sub):
+        if not _is_sublist(sub):
             raise TypeError(f"sublist {k} is {type(sub).__name__} ({sub!r}); in the sublist form each "
                             "operand is followed by a list of its axis symbols, e.g. "
                             "contract(a, [0, 1], b, [1, 2], [0, 2])")
@@ -112,6 +118,45 @@ def from_sublists(first: Any, rest: Sequence[Any],
     if out_list is not None:
         subscripts += "->" + term(out_list)
     return subscripts, tuple(operands)
+
+
+def not_subscripts_message(first: Any, rest: Sequence[Any] = (), verb: str = "contract") -> str:
+    """What to say when ``verb``'s first argument is not the subscripts string and the call is
+    not numpy's sublist form either: the subscripts come first, as a str.
+
+    >>> not_subscripts_message(np.ones(2), ('i->',))
+    "subscripts must be a str, got ndarray first; the subscripts come first, as a str: contract('i->', ...) with the operands after it"
+    """
+    text = next((item for item in rest if isinstance(item, str)), None)
+    if isinstance(first, bytes):
+        text = first.decode("utf-8", "replace")
+        return (f"subscripts must be a str, not bytes ({_short(first)}); the subscripts come first, "
+                f"as a str: decode them, {verb}({text!r}, ...)")
+    got = f"subscripts must be a str, got {type(first).__name__}"
+    if text is not None:
+        return f"{got} first; {subscripts_first(text, verb)}"
+    return (f"{got} ({_short(first)}); the subscripts come first, as a str, e.g. "
+            f"{verb}('ij,jk->ik', a, b) (numpy's sublist form follows each operand by a list of "
+            f"its axis numbers instead: {verb}(a, [0, 1], b, [1, 2], [0, 2]))")
+
+
+def subscripts_first(subscripts: str, verb: str = "contract") -> str:
+    """The fix for a call whose subscripts string is not its first argument (the runtime
+    error's words and `contractions check`'s)."""
+    return f"the subscripts come first, as a str: {verb}({quoted(subscripts)}, ...) with the operands after it"
+
+
+def _short(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and shape:  # (an array's repr would fill the message)
+        return f"of shape {shape}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_sublist(sub: Any) -> bool:
+    """Can ``sub`` be a sublist (a list, tuple or range of symbols, or a 1-d integer array)?"""
+    return isinstance(sub, (list, tuple, range)) or _int_vector(sub)
 
 
 def _int_vector(sub: Any) -> bool:

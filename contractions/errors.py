@@ -24,6 +24,8 @@ __all__ = [
     "PathError",
     "KeywordError",
     "caret_line",
+    "numpy_reading",
+    "uppercase_hint",
     "quoted",
     "QUOTE_LIMIT",
     "CARET_WINDOW",
@@ -90,11 +92,12 @@ class PathError(ContractionError, TypeError, IndexError, RuntimeError):
 
 
 class KeywordError(ContractionError, TypeError):
-    """A keyword given where it does not belong: ``out=`` or ``backend=`` to
+    """A keyword the verb does not take: a misspelt one (``optimise=``: the message names the
+    close match, ``optimize=``; ``lenW=``: ``len_W=``), or ``out=`` or ``backend=`` to
     `contract_expression`, which belong to the expression's call.
 
-    Both a `TypeError` (keyword misuse) and a `ContractionError`, so a `ValueError` (what
-    opt_einsum raises there).
+    Both a `TypeError` (keyword misuse, as Python raises for an unknown keyword) and a
+    `ContractionError`, so a `ValueError` (what opt_einsum raises there).
     """
 
 
@@ -118,6 +121,43 @@ def quoted(subscripts: str) -> str:
     if len(subscripts) <= QUOTE_LIMIT:
         return repr(subscripts)
     return f"{subscripts[:QUOTE_LIMIT // 2]!r}... ({len(subscripts)} characters)"
+
+
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_TO_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def numpy_reading(subscripts: str) -> str | None:
+    """The lowercase string with numpy's meaning (one axis per letter) of a string written
+    with UPPERCASE letters only, as numpy accepts them; None when the string has a
+    single-axis letter (it is written in this dialect, not for numpy).
+
+    >>> numpy_reading('IJ,JK->IK'), numpy_reading('WCa,Caib->WCb')
+    ('ij,jk->ik', None)
+    """
+    if any(ch.isalpha() and ch not in _UPPER for ch in subscripts):
+        return None
+    return subscripts.translate(_TO_LOWER)
+
+
+def uppercase_hint(subscripts: str, one_axis_each: bool | None = None) -> str:
+    """For a string written with UPPERCASE letters only (`numpy_reading`), what they mean here
+    and how numpy's meaning is written; ``one_axis_each``: whether every operand has one axis
+    per letter of its term (then the lowercase string runs), None when the operands are not
+    known (`contractions check`).  Empty for any other string.
+
+    >>> uppercase_hint('IJ,JK->IK')
+    "UPPERCASE letters are groups of zero or more axes here, not numpy's single axes; for numpy's meaning, one axis per letter, write the lowercase 'ij,jk->ik'"
+    """
+    lowercase = numpy_reading(subscripts)
+    if lowercase is None:
+        return ""
+    groups = "UPPERCASE letters are groups of zero or more axes here, not numpy's single axes"
+    if one_axis_each is False:
+        return (f"{groups} (numpy's are lowercase letters, but these operands do not have one "
+                "axis per letter either)")
+    these = " (as these operands have)" if one_axis_each else ""
+    return f"{groups}; for numpy's meaning, one axis per letter{these}, write the lowercase {lowercase!r}"
 
 
 def _rendered(ch: str, quote: str) -> tuple[str, int]:

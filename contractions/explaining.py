@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .api import _DEFAULT_OPTIONS, _NUMPY, _backend_limit, _framework_path, _planned
 from .arguments import normalise_supplements
 from .backends import Backend, backend_for, load
+from .calls.runners import _DEFAULT_OPTIONS, _NUMPY, backend_limit, framework_path, planned
+from .calls.tiers import first_schedule
 from .checks import (
     check_axis_count,
     check_subscripts,
@@ -31,8 +32,8 @@ from .compat import numpy_optimize
 from .expand import ellipsis_ranks, expand
 from .model.numpy_prices import NUMPY_MODEL
 from .plan import Plan, make_plan
+from .plotting import ExplanationText
 from .schedule import ExplainedGroup, Explanation, FirstCall, explained_steps
-from .schedule.tiers import first_schedule
 from .solver import identifiability, solve_call
 
 __all__ = ["expand_subscripts", "explain", "explanation"]
@@ -49,7 +50,7 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
     'Ao,ABCo->BCAo'
     """
     check_subscripts(subscripts)
-    supplements = normalise_supplements(len_groups)
+    supplements = normalise_supplements(len_groups, subscripts, expand_subscripts)
     shapes, ndims = split_shapes_or_ndims(shapes_or_ndims, "expand_subscripts")
     check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape",
                      "expand_subscripts")
@@ -60,7 +61,8 @@ def expand_subscripts(subscripts: str, *shapes_or_ndims: Any, **len_groups: int)
 
 
 def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
-            backend: str | None = None, memory_limit: Any = "default", **len_groups: int) -> str:
+            backend: str | None = None, memory_limit: Any = "default",
+            **len_groups: int) -> ExplanationText:
     """A report of how ``subscripts`` is solved, expanded, scheduled and run.
 
     With shapes (or arrays) it includes the extents and the schedule the backend would run:
@@ -68,7 +70,9 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     modelled cost, any blocks, the FLOP count and the peak extra memory (elements alive at once
     beyond operands and result) against ``memory_limit``.  The backend is the operands' (with
     arrays) or ``backend`` (``'numpy'`` by default); with bare ndims (ints) the report stops at
-    the expansion.  `explanation` returns the same report as data.
+    the expansion.  `explanation` returns the same report as data.  The text is an
+    `ExplanationText`, a ``str`` that also draws itself: ``.plot()`` (a matplotlib figure of the
+    contraction tree) and, in a notebook, a table of the steps.
 
     >>> print(explain('WCo,WCa->Cao', (3, 2, 5), (3, 2, 4), len_W=1))  # doctest: +ELLIPSIS
     subscripts      'WCo,WCa->Cao'
@@ -76,8 +80,8 @@ def explain(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
     path            [(0, 1)]...
     ...
     """
-    return str(explanation(subscripts, *shapes_or_operands, optimize=optimize, backend=backend,
-                           memory_limit=memory_limit, **len_groups))
+    return ExplanationText(explanation(subscripts, *shapes_or_operands, optimize=optimize,
+                                       backend=backend, memory_limit=memory_limit, **len_groups))
 
 
 def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto",
@@ -96,7 +100,7 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
     True
     """
     check_subscripts(subscripts)
-    supplements = normalise_supplements(len_groups)
+    supplements = normalise_supplements(len_groups, subscripts, explain)
     shapes, ndims = split_shapes_or_ndims(shapes_or_operands, "explain")
     info = identifiability(subscripts, [g for g, _ in supplements])
     check_axis_count(subscripts, ndims, supplements, "ndim" if shapes is None else "shape", "explain")
@@ -116,24 +120,24 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
     if shapes is not None:
         opt = checked_optimize(numpy_optimize(optimize), subscripts, len(shapes))
         arrays = [item for item in shapes_or_operands if hasattr(item, "dtype")]
-        limit = _backend_limit(chosen, normalise_memory_limit(
+        limit = backend_limit(chosen, normalise_memory_limit(
             memory_limit, result_itemsize(arrays, _DEFAULT_OPTIONS)))   # 8 bytes for bare shapes
-        if _framework_path(chosen, opt):
-            plan, schedule = make_plan(subscripts, shapes, supplements), None
-        else:
+        plan = make_plan(subscripts, shapes, supplements)
+        schedule = None
+        if not framework_path(chosen, opt):
             layouts = (layouts_of(shapes_or_operands, _DEFAULT_OPTIONS)
                        if chosen is _NUMPY and arrays and len(arrays) == len(shapes_or_operands) else None)
             if opt == "auto":  # before the full search below, which a later first call would reuse
-                first = first_schedule(make_plan(subscripts, shapes, supplements), opt,
+                first = first_schedule(plan, opt,
                                        chosen.uses_einsum, limit, layouts, chosen.cost_model or NUMPY_MODEL,
                                        remember=False, along_path=chosen.einsum_along_path)
-                if first.search_ns:  # (one einsum call has nothing to search: no line)
+                if first.search_ns or first.tier == "stored":  # (one einsum call: nothing to search)
                     blocking = first.schedule.blocking
                     first_call = FirstCall(first.tier, first.search_ns, first.schedule.path,
                                            first.schedule.cost_ns, first.upgrade_after,
                                            blocking.n_blocks if blocking is not None else 0)
-            plan, schedule = _planned(subscripts, shapes, supplements, opt, limit, layouts,
-                                      chosen.uses_einsum, chosen.cost_model)
+            schedule = planned(plan, opt, limit, layouts, chosen.uses_einsum, chosen.cost_model,
+                               keep=False)
         exp, lengths = plan.expansion, plan.lengths
     else:
         parsed, lengths = solve_call(subscripts, ndims, supplements, what="ndim")

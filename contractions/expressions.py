@@ -18,21 +18,18 @@ import numpy as np
 
 from . import api as _api
 from .api import (
-    _DEFAULT_OPTIONS,
-    _NUMPY,
     _SAFE,
     _AnyT,
     _ArrayT,
     _check_out,
     _NumpyT,
-    _planned,
-    _runner,
     _sublist_call,
     _write_out,
     contract,
 )
 from .arguments import normalise_supplements
 from .backends import BackendOptions, backend_for, load
+from .calls.runners import _DEFAULT_OPTIONS, _NUMPY, planned, runner
 from .checks import (
     as_operands,
     check_dtypes,
@@ -56,6 +53,7 @@ from .compat import (
 )
 from .errors import ContractionError, OperandCountError, SizeMismatchError, quoted
 from .explaining import explain
+from .plan import make_plan
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -93,17 +91,18 @@ class ContractExpression:
         self.memory_limit = memory_limit
         if _api._is_compiling():
             return  # built inside torch.compile: planned when called (see _traced_call)
-        self.plan, self.schedule = _planned(subscripts, shapes, supplements, optimize, memory_limit)
-        self._numpy = _runner(_NUMPY, subscripts, shapes, supplements, optimize, _DEFAULT_OPTIONS,
-                              memory_limit)
+        self._plan_now()
+
+    def _plan_now(self) -> None:
+        # the expression's entry point: its plan made once, passed to the schedule and runners
+        self.plan = make_plan(self.subscripts, self.shapes, self.supplements)
+        self.schedule = planned(self.plan, self.optimize, self.memory_limit)
+        self._numpy = runner(_NUMPY, self.plan, self.optimize, _DEFAULT_OPTIONS, self.memory_limit)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for an expression built under torch.compile, when used outside it.
         if name in ("plan", "schedule", "_numpy"):
-            self.plan, self.schedule = _planned(self.subscripts, self.shapes, self.supplements,
-                                                self.optimize, self.memory_limit)
-            self._numpy = _runner(_NUMPY, self.subscripts, self.shapes, self.supplements,
-                                  self.optimize, _DEFAULT_OPTIONS, self.memory_limit)
+            self._plan_now()
             return getattr(self, name)
         raise AttributeError(name)
 
@@ -124,8 +123,7 @@ class ContractExpression:
         operands of exactly ``shapes``.
         """
         options = BackendOptions(precision, preferred_element_type)
-        return _runner(checked_backend(backend), self.subscripts, self.shapes, self.supplements,
-                       self.optimize, options, self.memory_limit)
+        return runner(checked_backend(backend), self.plan, self.optimize, options, self.memory_limit)
 
     @property
     def contraction_list(self) -> list[tuple[Any, ...]]:
@@ -189,8 +187,7 @@ class ContractExpression:
                 f"{', '.join(map(str, shapes))}; build another with contract_expression or call "
                 "contract")
         options = BackendOptions(precision, preferred_element_type)
-        return _runner(backend, self.subscripts, self.shapes, self.supplements, self.optimize,
-                       options, self.memory_limit)(*arrays)
+        return runner(backend, self.plan, self.optimize, options, self.memory_limit)(*arrays)
 
 
 def _with_constants(expr: ContractExpression, operands: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -283,7 +280,7 @@ def contract_expression(subscripts: str, *shapes: Any, optimize: Any = "auto",
         subscripts, shapes = from_sublists(subscripts, shapes)
     fixed = _constant_operands(shapes, constants)
     return ContractExpression(subscripts, checked_shapes(shapes, "contract_expression"),
-                              normalise_supplements(len_groups), checked_optimize(numpy_optimize(optimize), subscripts, len(shapes)),
+                              normalise_supplements(len_groups, subscripts, contract_expression), checked_optimize(numpy_optimize(optimize), subscripts, len(shapes)),
                               normalise_memory_limit(memory_limit), constants=fixed)
 
 
@@ -324,14 +321,14 @@ def contract_path(subscripts: Any, *operands: Any, optimize: Any = "auto",
     if type(subscripts) is not str:
         subscripts, operands = _sublist_call(subscripts, operands)
     check_subscripts(subscripts)
-    supplements = normalise_supplements(len_groups)
+    supplements = normalise_supplements(len_groups, subscripts, contract_path)
     if shapes:
         shape_list = checked_shapes(operands, "contract_path")
     else:
         shape_list = shapes_of(as_operands(operands, _NUMPY if not operands else backend_for(operands)))
     opt = checked_optimize(numpy_optimize(optimize), subscripts, len(shape_list))
-    plan, schedule = _planned(subscripts, shape_list, supplements, opt,
-                              normalise_memory_limit(memory_limit))
+    plan = make_plan(subscripts, shape_list, supplements)
+    schedule = planned(plan, opt, normalise_memory_limit(memory_limit))
     path = [tuple(step) for step in schedule.path]
     return path, path_info(plan.expansion.einsum, plan.shapes, path, use_blas=use_blas)
 

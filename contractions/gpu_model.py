@@ -84,7 +84,7 @@ class GpuCostModel:
     time_model_name = "GPU"
     #: ``explain``'s line on the prices' source (`Schedule.priced_by`)
     priced_by = "GPU time model estimates, not fitted (contractions/gpu_model.py)"
-    #: no cheap first plans (`schedule.tiers`): these prices are estimates not yet fitted on a
+    #: no cheap first plans (`calls.tiers`): these prices are estimates not yet fitted on a
     #: GPU (measured calls ran 5-20x their modelled time), so the rule that defers the full
     #: search until it costs a tenth of the calls' modelled time would defer it far too long;
     #: a GPU call's first plan is the full search

@@ -1,6 +1,6 @@
 """`contractions check` (the call-site linter) and `contractions scan`, without running the code.
 
-    contractions check PATH... [--json] [--exclude GLOB]...  # `path:line:col: CODE finding`
+    contractions check PATH... [--json] [--exclude GLOB]...  # `path:line:col: CODE finding` (alias: lint)
     contractions scan PATH... [--json] [--exclude GLOB]...   # the vocabulary and call sites
 
 The source is read, never imported, by the harness's AST scanner (`contractions.testing.scan`,
@@ -22,7 +22,6 @@ findings, 1 findings, 2 usage error (docs/harness.md).
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import re
 import sys
@@ -33,7 +32,9 @@ from typing import TextIO
 
 import contractions
 from contractions import ContractionError, contract, identifiability, parse
-from contractions.errors import quoted
+from contractions.arguments import keyword_hint, keywords_of
+from contractions.compat import subscripts_first
+from contractions.errors import quoted, uppercase_hint
 from contractions.testing.scan import (
     FILE_CODES,
     MAX_FILE_BYTES,
@@ -73,15 +74,10 @@ CHECK_CODES: dict[str, str] = {
 }
 
 
-def _keyword_only(function: object) -> frozenset[str]:
-    return frozenset(p.name for p in inspect.signature(function).parameters.values()  # type: ignore[arg-type]
-                     if p.kind is p.KEYWORD_ONLY)
-
-
 # The keywords each checked function takes besides len_<G>, read off its signature (a function
-# this version does not have is judged with contract's).
+# this version does not have is judged with contract's), as the runtime check reads them.
 _KNOWN_KEYWORDS = {
-    name: _keyword_only(getattr(contractions, name, contract))
+    name: keywords_of(getattr(contractions, name, contract))
     for name in ("contract", "contract_expression", "contract_path", "explain")
 }
 _LEN_KEYWORD = re.compile(r"len_([A-Z])")
@@ -113,6 +109,16 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+def _check_dynamic_site(site: CallSite) -> list[tuple[str, str]]:
+    """A call whose first argument is not a literal but a later one is a string literal: the
+    subscripts are not first (the runtime error's advice)."""
+    if site.misplaced_subscripts is None:
+        return []
+    return [(CHECK_CODES["malformed subscripts"],
+             f"the first argument of {site.function}() is not a string literal but a later one "
+             f"is: {subscripts_first(site.misplaced_subscripts, site.function)}")]
+
+
 def _check_site(site: CallSite) -> list[tuple[str, str]]:
     """The findings of one literal call site as ``(code, message)`` (empty when consistent)."""
     s = site.subscripts
@@ -128,24 +134,29 @@ def _check_site(site: CallSite) -> list[tuple[str, str]]:
     messages: list[tuple[str, str]] = []
     what = "shape" if site.function == "contract_expression" else "operand"
     if site.n_operands is not None and not string_only and site.n_operands != len(parsed.inputs):
+        packed = [k for k in site.packed_operands if site.n_operands < len(parsed.inputs)]
+        # (the runtime error's advice, where the call passes the operands as one list)
+        unpack = (f"; operand {packed[0]} is a list: operands go as separate arguments: "
+                  f"{site.function}({q}, *ops), not {site.function}({q}, ops)" if packed else "")
         messages.append((CHECK_CODES["operand count"],
                          f"{q} has {len(parsed.inputs)} input term(s) but the call passes "
-                         f"{site.n_operands} {what}(s)"))
+                         f"{site.n_operands} {what}(s){unpack}"))
     known = _KNOWN_KEYWORDS.get(site.function, _KNOWN_KEYWORDS["contract"])
     for name in site.other_keywords:
         if name not in known:
             messages.append((CHECK_CODES["unknown keyword"],
-                             f"unknown keyword {name!r} for {site.function}({q}) (a group length "
-                             "is written len_<G>=n)"))
+                             f"unknown keyword {name!r} for {site.function}({q}): "
+                             f"{keyword_hint(name, known)}"))
     literals = site.literals
     supplied: list[str] = []
     for name, value in site.len_keywords:
         match = _LEN_KEYWORD.fullmatch(name)
         if match is None or match.group(1) not in parsed.groups:
             groups = ", ".join(parsed.groups) or "none"
+            # a malformed len_ name (len_w, len_WC) is the runtime's keyword error: its advice
+            fix = "remove it or fix the string" if match is not None else keyword_hint(name, known)
             messages.append((CHECK_CODES["no such group"],
-                             f"{name} is passed but {q} has no such group (its groups: {groups}); "
-                             "remove it or fix the string"))
+                             f"{name} is passed but {q} has no such group (its groups: {groups}); {fix}"))
             continue
         if name in literals and value is None:
             written = literals[name]
@@ -166,22 +177,25 @@ def _check_site(site: CallSite) -> list[tuple[str, str]]:
         # The solver's own wording: one of several single pins, or the smallest sets.
         fix = info.describe().replace("needs", "pass", 1)
         undetermined = ", ".join(info.undetermined)
+        # (as the runtime error says it, without the operands' ndims to tell whether they fit)
+        numpy_like = uppercase_hint(s)
         messages.append((CHECK_CODES["missing supplement"],
-                         f"{q} needs a supplement the call does not pass: the string cannot decide "
-                         f"the lengths of {undetermined}; {fix}"))
+                         f"{q} needs a supplement the call does not pass: "
+                         f"{numpy_like + '; as groups, the' if numpy_like else 'the'} string cannot "
+                         f"decide the lengths of {undetermined}; {fix}"))
     return messages
 
 
 def check_call_sites(sites: Iterable[CallSite]) -> list[Finding]:
     """Lint literal call sites: a missing supplement, an unknown or non-int `len_*`, an
     operand count that differs from the term count, a malformed string. Dynamic sites (the
-    string is not a literal) are not judged."""
+    string is not a literal) are judged only for a string literal after the first argument
+    (the subscripts not first)."""
     findings: list[Finding] = []
     for site in sites:
-        if site.is_dynamic:
-            continue
+        judged = _check_dynamic_site(site) if site.is_dynamic else _check_site(site)
         findings.extend(Finding(site.path, site.line, message, site.col, code)
-                        for code, message in _check_site(site))
+                        for code, message in judged)
     return findings
 
 
@@ -265,7 +279,7 @@ def run_check(
     print(
         f"contractions check: {len(findings)} finding(s) in {len(report.files)} file(s)"
         f"{unreadable}, {literal} literal call site(s) ({len(sites) - literal} dynamic, "
-        "not checked)",
+        "their strings not checked)",
         file=err,
     )
     return status
@@ -339,9 +353,10 @@ def run_scan(
 
 
 def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `check` and `scan` on the `contractions` command's subparsers."""
+    """Register `check` (alias `lint`) and `scan` on the `contractions` command's subparsers."""
     check = subparsers.add_parser(
         "check",
+        aliases=["lint"],
         help="lint contract() call sites under PATHs (exit 0 clean, 1 findings, 2 usage error)",
         description="Lint every literal call site of contract(), contract_expression(), "
         "contract_path() and explain() under PATHs, from the source alone: a missing or "
@@ -379,8 +394,8 @@ def _positive_int(text: str) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run a parsed `check` or `scan` command."""
-    if args.command == "check":
+    """Run a parsed `check` (or its alias `lint`) or `scan` command."""
+    if args.command in ("check", "lint"):
         return run_check(args.paths, as_json=args.json, exclude=args.exclude,
                          max_file_bytes=args.max_file_bytes)
     return run_scan(args.paths, as_json=args.json, exclude=args.exclude,

@@ -31,7 +31,7 @@ class Plan:
     """Everything shape-specific about one call, except the backend's own schedule.
 
     ``extents[label]`` is the broadcast extent of each single axis; ``output_shape`` the
-    result's shape.
+    result's shape; ``supplements`` the call's ``len_`` items, as `make_plan` took them.
     """
 
     parsed: ParsedSubscripts
@@ -40,6 +40,7 @@ class Plan:
     shapes: tuple[tuple[int, ...], ...]
     extents: tuple[int, ...]
     output_shape: tuple[int, ...]
+    supplements: tuple[tuple[str, int], ...] = ()
 
     @property
     def group_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -109,4 +110,5 @@ def make_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...],
         shapes=shapes,
         extents=extents,
         output_shape=tuple(extents[label] for label in exp.output),
+        supplements=supplements,
     )

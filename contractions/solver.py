@@ -30,7 +30,7 @@ from typing import Any
 
 from .arguments import check_operand_count, normalise_supplements
 from .caching import byte_bounded_cache
-from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted
+from .errors import InconsistentError, SupplementError, UnderdeterminedError, quoted, uppercase_hint
 from .parser import ELLIPSIS, ParsedSubscripts, is_group, parse, weight_with_parses
 
 __all__ = [
@@ -499,7 +499,7 @@ def solve(parsed: ParsedSubscripts, ndims: tuple[int, ...],
         # anything these ndims get wrong)
         info = _identifiability(parsed, names)
         if info.undetermined:
-            raise UnderdeterminedError(_underdetermined_message(info))
+            raise UnderdeterminedError(_underdetermined_message(info, ndims))
         return info
 
     counts = [parsed.lowercase_count(k) for k in range(len(ndims))]
@@ -673,7 +673,7 @@ def _input_terms(info: Identifiability) -> tuple[str, ...]:
     return parse(info.subscripts).inputs
 
 
-def _underdetermined_message(info: Identifiability) -> str:
+def _underdetermined_message(info: Identifiability, ndims: Sequence[int] = ()) -> str:
     groups = ", ".join(repr(g) for g in info.undetermined)
     pinned = f" (with {', '.join('len_' + g for g in info.supplied)} given)" if info.supplied else ""
     if info.minimum_pins == 1:
@@ -684,8 +684,16 @@ def _underdetermined_message(info: Identifiability) -> str:
                f"(each len_<G>=<number of axes>){_sets_text(info)}.")
     ellipsis = (" (a term with '...' fixes no length: its ellipsis takes the axes left over)"
                 if any(ELLIPSIS in term for term in _input_terms(info)) else "")
+    # A string of UPPERCASE letters only is most likely numpy's (which takes them as single
+    # axes): say so first, with the lowercase string when it fits these operands.
+    terms = [term.replace(ELLIPSIS, "") for term in _input_terms(info)]
+    one_axis_each = len(ndims) == len(terms) and all(
+        nd == len(term) or (ELLIPSIS in full and nd >= len(term))
+        for nd, term, full in zip(ndims, terms, _input_terms(info)))
+    hint = uppercase_hint(info.subscripts, one_axis_each)
     return (
-        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: the operands' ndims do "
+        f"underdetermined subscripts {quoted(info.subscripts)}{pinned}: "
+        f"{hint + '. As groups, the' if hint else 'the'} operands' ndims do "
         f"not determine the number of axes of groups {groups}: the input terms fix only "
         f"sums of these lengths{ellipsis}, and the solver leaves a split open only inside a "
         f"co-travelling run, where every split expands to the same einsum. {fix} This need comes from the "
@@ -703,7 +711,8 @@ def solve_lengths(subscripts: str, ndims: Sequence[int], **len_groups: int) -> d
     {'W': 3, 'K': 0, 'C': 1}
     """
     ndims = _checked_ndims(ndims)
-    parsed, lengths = solve_call(subscripts, ndims, normalise_supplements(len_groups), what="ndim")
+    parsed, lengths = solve_call(subscripts, ndims, normalise_supplements(len_groups, subscripts, solve_lengths),
+                                 what="ndim")
     return dict(zip(parsed.groups, lengths))
 
 

@@ -4,9 +4,17 @@
   docs/harness.md): it declares the harness's ini options and prints its summary.
 - Refuses a run of the whole suite that collected suspiciously few tests, so a broken
   import or a mis-set ``testpaths`` can never pass CI as "no tests collected".
+- Turns the plan store off (``CONTRACTIONS_PLANS=off``), so no run depends on an earlier one.
 """
 
+import os
+
 import pytest
+
+# The plan store (contractions/calls/store.py) would carry one test run's plans into the next,
+# and a stored plan changes which tier serves a first call: off for the suite (and for the
+# subprocesses it starts); tests/test_plan_store.py turns it on with files of its own.
+os.environ["CONTRACTIONS_PLANS"] = "off"
 
 pytest_plugins = ["contractions.testing.plugin"]
 
@@ -14,23 +22,22 @@ pytest_plugins = ["contractions.testing.plugin"]
 def nothing_planned():
     """No structure planned before or after the test: the tiers and the structures' runners
     depend on what was planned (tests/test_tiers.py, tests/test_structures.py)."""
-    from contractions import api
-    from contractions.schedule import tiers
-    from contractions.structures import clear_structures
+    from contractions.calls import remembered, runners
+    from contractions.calls.structures import clear_structures
 
-    tiers.clear_templates()
+    remembered.clear_templates()
     clear_structures()
-    api._HOT.clear()
-    api._compiled.cache_clear()
+    runners.HOT.clear()
+    runners._COMPILED.cache_clear()
     yield
-    tiers.clear_templates()
+    remembered.clear_templates()
     clear_structures()
 
 
 @pytest.fixture
 def search_is_dear(monkeypatch):
     """A full search priced far above any call: every first call takes a cheap tier."""
-    from contractions.schedule import tiers
+    from contractions.calls import tiers
 
     monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)
 

@@ -32,9 +32,10 @@ from contractions import schedule as schedule_module
 from contractions.backends import scratch
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.calls import runners, tiers
 from contractions.model.numpy_prices import NUMPY_MODEL, NumpyCostModel
 from contractions.model.profile import Profile
-from contractions.schedule import MAX_BLOCKS, describe_schedule, schedule_labels, tiers
+from contractions.schedule import MAX_BLOCKS, describe_schedule, schedule_labels
 from contractions.testing.oracle import loop_contract
 
 from ._strategies import grouped_problems, needed_supplements
@@ -296,7 +297,7 @@ def test_peak_extra_is_what_the_call_allocates(case, layout, mix):
         default_bound = max(max(math.prod(s) for s in shapes), math.prod(plan.output_shape),
                             schedule_module.DEFAULT_LIMIT_FLOOR)
         bound = default_bound if limit == "default" else limit
-        # the schedule the call ran: a first call's tier (schedule/tiers.py) may be cheaper
+        # the schedule the call ran: a first call's tier (calls/tiers.py) may be cheaper
         # than the full search; asked again now, the tiers give that same schedule
         schedule = tiers.first_schedule(plan, "auto", True, limit,
                                         schedule_module_layouts(operands, dtype), remember=False).schedule
@@ -371,7 +372,6 @@ def test_the_cost_model_is_a_parameter_of_the_schedule():
 
 
 def test_backends_declare_what_they_honour():
-    from contractions import api
     from contractions.backends import Backend, backend_named
 
     jax_entry, torch_entry = backend_named("jax"), backend_named("torch")
@@ -379,20 +379,20 @@ def test_backends_declare_what_they_honour():
     assert torch_entry.honours_memory_limit and not torch_entry.blocks_by_default
     assert backend_named("numpy").blocks_by_default
     assert not backend_named("array_api").uses_einsum
-    assert api._backend_limit(jax_entry, 1000) is None
-    assert api._backend_limit(torch_entry, "default") is None and api._backend_limit(torch_entry, 9) == 9
+    assert runners.backend_limit(jax_entry, 1000) is None
+    assert runners.backend_limit(torch_entry, "default") is None and runners.backend_limit(torch_entry, 9) == 9
     mine = Backend("mine", None, lambda op: False, "contractions.backends.numpy_backend",
                    blocks_by_default=True)
-    assert api._backend_limit(mine, "default") == "default"
+    assert runners.backend_limit(mine, "default") == "default"
 
 
 def test_the_array_api_backend_compiles_the_schedule_it_is_given():
-    from contractions import api
     from contractions.backends import array_api_backend, backend_named
+    from contractions.calls.runners import planned
 
     shapes = ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50))
-    plan, schedule = api._planned("WCa,Caib,WCi->WCb", shapes, (), "auto", None, None,
-                                  backend_named("array_api").uses_einsum)
+    plan = make_plan("WCa,Caib,WCi->WCb", shapes, ())
+    schedule = planned(plan, "auto", None, None, backend_named("array_api").uses_einsum)
     assert {step.kernel for step in schedule.steps} <= {"matmul", "multiply"}
     assert array_api_backend.standard_schedule(plan, schedule) is schedule     # not re-planned
 

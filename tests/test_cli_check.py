@@ -114,8 +114,8 @@ def test_other_call_site_mistakes(tmp_path: Path) -> None:
     assert lines == [
         f"{path}:2:1: CT102 'Wa,ab->Wb' has 2 input term(s) but the call passes 1 operand(s)",
         f"{path}:3:1: CT106 len_W=-1 is negative; a group has 0 or more axes",
-        f"{path}:4:1: CT103 unknown keyword 'lenW' for contract('Wa->Wa') (a group length is "
-        "written len_<G>=n)",
+        f"{path}:4:1: CT103 unknown keyword 'lenW' for contract('Wa->Wa'): did you mean len_W=? "
+        "(a group length is written len_<G>=n, G its uppercase group letter)",
     ]  # line 5 splats **opts (cannot be judged); line 6 passes a valid alternative supplement;
     # line 7 passes contract's own keywords
 
@@ -167,7 +167,7 @@ def test_an_unparsable_or_undecodable_file_is_a_finding_and_the_run_goes_on(tmp_
         f"{broken}:4:12: CT107 'WCo,WCa->Cao' needs a supplement the call does not pass: the "
         "string cannot decide the lengths of W, C; pass one of len_W, len_C",
         f"{broken}:7:12: CT104 len_w is passed but 'Wa,ab->Wb' has no such group (its groups: W); "
-        "remove it or fix the string",
+        "did you mean len_W=? (a group length is written len_<G>=n, G its uppercase group letter)",
     ]
     assert lines[2].startswith(f"{broken}:10:12: CT101 malformed subscripts 'W....a->Wa': ")
     assert lines[3] == f"{syntax}:2:7: CT905 not valid Python: invalid syntax"

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from contractions import contract
-from contractions.schedule import memory, tiers
+from contractions.calls import remembered, tiers
+from contractions.schedule import memory
 
 pytestmark = pytest.mark.usefixtures("nothing_planned")
 
@@ -76,5 +77,5 @@ def test_threads_sharing_strings_whose_shapes_change_get_right_answers(monkeypat
         t.join()
     assert not failures, failures[:5]
     # the routes were taken: the full search planned structures, some of them blocked
-    planned = [kept for entry in tiers._TEMPLATES.values() for kept in entry.values()]
+    planned = [kept for entry in remembered._TEMPLATES.values() for kept in entry.values()]
     assert any(schedule.blocking is not None and tier == "full" for schedule, tier in planned)

@@ -18,6 +18,7 @@ from contractions import (
     expand_subscripts,
     identifiability,
 )
+from contractions.calls import runners
 from contractions.testing.oracle import loop_contract
 
 from ._strategies import grouped_problems, hand_expand, needed_supplements, random_operands
@@ -158,8 +159,10 @@ def test_underdetermined_call_raises_without_supplement():
 
 
 def test_unknown_keyword_is_type_error_naming_the_len_form():
-    with pytest.raises(TypeError, match=r"len_<G>=n"):
+    with pytest.raises(TypeError, match=r"'optimise' for contract\('Wa->W', \.\.\.\): did you mean optimize=\?$"):
         contract("Wa->W", randn(2, 3), optimise=True)
+    with pytest.raises(TypeError, match=r"'lenW' .*: did you mean len_W=\? \(a group length is written len_<G>=n"):
+        contract("Wa->W", randn(2, 3), lenW=1)
     with pytest.raises(TypeError, match="not bool"):
         contract("Wa->W", randn(2, 3), len_W=True)
     with pytest.raises(TypeError, match="int number of axes"):
@@ -177,16 +180,15 @@ def test_preferred_element_type_on_numpy():
 
 
 def test_warm_calls_reuse_the_cached_plan():
-    from contractions import api
 
     a = randn(2, 3)
     contract("Wa->W", a)
-    misses = api._compiled.cache_info().misses
-    assert api._HOT[("Wa->W", (2, 3))] is not None
+    misses = runners._COMPILED.cache_info().misses
+    assert runners.HOT[("Wa->W", (2, 3))] is not None
     contract("Wa->W", randn(2, 3))
     contract("WCo,WCa->Cao", randn(11, 3, 5), randn(11, 3, 4), len_W=1)  # a signature no other test uses
     contract("WCo,WCa->Cao", randn(11, 3, 5), randn(11, 3, 4), len_W=1)
-    assert api._compiled.cache_info().misses == misses + 1  # only the new signature planned
+    assert runners._COMPILED.cache_info().misses == misses + 1  # only the new signature planned
 
 
 def test_hot_cache_does_not_let_bool_or_float_supplements_through():
@@ -199,13 +201,12 @@ def test_hot_cache_does_not_let_bool_or_float_supplements_through():
 
 
 def test_hot_cache_is_bounded(monkeypatch):
-    from contractions import api
 
-    monkeypatch.setattr(api, "HOT_CACHE_SIZE", 3)
-    api._HOT.clear()
+    monkeypatch.setattr(runners, "HOT_CACHE_SIZE", 3)
+    runners.HOT.clear()
     for n in range(1, 8):
         contract("Wa->W", randn(n, 2))
-        assert len(api._HOT) <= 3
+        assert len(runners.HOT) <= 3
 
 
 def test_threads_get_identical_results():

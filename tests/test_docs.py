@@ -1,25 +1,40 @@
-"""The documentation's examples run, so they cannot rot.
+"""The documentation's examples run, so they cannot rot, and each runs where a reader pastes it.
 
-- Every fenced ```python block in README.md, docs/*.md and the contributor notes listed in
-  `CONTRIBUTOR_NOTES` is executed, top to bottom, all blocks of one file in one shared
-  namespace. A block whose first line starts with ``>>>`` is run as a doctest (its printed
-  output and exception messages are compared, with ELLIPSIS and NORMALIZE_WHITESPACE so long
-  messages may wrap); any other block is executed as a script and checks itself with
-  ``assert``. A block preceded by the line ``<!-- no-run -->`` is skipped.
-- A block that imports an optional library (`OPTIONAL_FRAMEWORKS`: jax, torch, dask, einx,
-  cotengra, ...) when it is not installed is skipped, and so is
-  every later block of the file that uses a name only a skipped block defined; the other blocks
-  still run, and the file's test then reports a skip naming what was left out and why.
-- The docstring examples of the engine's modules pass ``doctest.testmod`` (what
-  ``python -m doctest`` runs).
+Pages (README.md and docs/*.md):
+
+- Every fenced ```python block runs, in page order. A block whose first line starts with ``>>>``
+  is a doctest (printed output and exception messages are compared, with ELLIPSIS and
+  NORMALIZE_WHITESPACE so long messages may wrap); any other block is a script that checks
+  itself with ``assert``. A block preceded by the line ``<!-- no-run -->`` is skipped.
+- Every block runs in a fresh namespace. It either binds every name it reads, so it runs when
+  pasted alone, or its first line is the comment ``# run "Setup for this page" first`` (any
+  title starting "Setup for"), naming the first block under a heading of that title earlier on
+  the page: that setup block runs again, alone, just before it. So a reader who pastes the setup
+  block and then any one block gets what the page shows.
+- A block that needs a package the base install lacks (`pip install .` brings numpy and
+  opt_einsum; `OPTIONAL_PACKAGES` lists the others) says so twice: a visible line above it that
+  starts with "Needs" and names the package, and the marker ``<!-- needs: torch -->`` (several
+  names separated by commas) between that line and the fence. Where one of its packages cannot
+  be imported, the block is skipped; no other block is ever skipped.
+  `test_markdown_blocks_declare_what_they_need` fails for a block that imports an optional
+  package without the marker, reads a name it does not bind, or leans on a setup block that
+  needs more than it declares. `test_docs_pass_on_a_base_install` runs every page with each
+  installed distribution the base install would not bring hidden from import (nothing is
+  uninstalled), so a block that needs an optional package indirectly and is not marked fails.
+
+The contributor notes (`CONTRIBUTOR_NOTES`) run their blocks in order in one shared namespace;
+the marker rules apply to them too. The docstring examples of the engine's modules pass
+``doctest.testmod`` (what ``python -m doctest`` runs).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import doctest
 import importlib
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -34,7 +49,11 @@ NO_RUN_MARKER = "<!-- no-run -->"
 PYTHON_INFO_STRINGS = frozenset({"python", "py", "pycon"})
 CONTRIBUTOR_NOTES = ("dev/internals.md", "dev/decisions.md")
 DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-OPTIONAL_FRAMEWORKS = ("jax", "torch", "dask", "distributed", "array_api_strict", "einx", "cotengra")
+# Importable names of the packages a base install lacks; a block importing one carries
+# `<!-- needs: NAME -->`. pytest and hypothesis come with the test extra only.
+OPTIONAL_PACKAGES = ("jax", "torch", "dask", "distributed", "cupy", "matplotlib", "cotengra", "einx",
+                     "array_api_strict", "pytest", "hypothesis")
+SETUP_PREFIX = "Setup for"
 ENGINE_MODULES = (
     "contractions",
     "contractions.parser",
@@ -48,7 +67,8 @@ ENGINE_MODULES = (
     "contractions.schedule.lowering",
     "contractions.schedule.blocking",
     "contractions.schedule.describe",
-    "contractions.schedule.tiers",
+    "contractions.calls.remembered",
+    "contractions.calls.tiers",
     "contractions.model.host",
     "contractions.model.profile",
     "contractions.model.numpy_prices",
@@ -67,40 +87,78 @@ ENGINE_MODULES = (
 )
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_HEADING = re.compile(r"^ {0,3}#{1,6}\s+(?P<title>.+?)(?:\s+#+)?\s*$")
+_HTML_COMMENT = re.compile(r"^<!--.*-->$")
+_NEEDS = re.compile(r"^<!--\s*needs:(?P<names>[^>]*?)-->$")
+_SETUP_NOTE = re.compile(r'^(?:>>>\s*)?#\s*run "(?P<title>' + SETUP_PREFIX + r'[^"]*)" first')
+_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
 class CodeBlock:
-    """One fenced block: its language, its code, and the 1-based line of its first code line."""
+    """One fenced block: its language, its code, the 1-based line of its first code line, and
+    what the lines above it say (``<!-- no-run -->``, ``<!-- needs: ... -->``, a setup heading)."""
 
     path: Path
     language: str
     code: str
     first_line: int
     runnable: bool
+    needs: tuple[str, ...] = ()
+    needs_line: str = ""  # the last line of text above the block's markers
+    setup_title: str | None = None  # the "Setup for ..." heading this block is the setup block of
 
     @property
     def is_doctest(self) -> bool:
         first = next((ln for ln in self.code.splitlines() if ln.strip()), "")
         return first.lstrip().startswith(">>>")
 
+    @property
+    def after_setup(self) -> str | None:
+        """The setup block's title when the block starts with ``# run "Setup for ..." first``."""
+        first = next((ln.strip() for ln in self.code.splitlines() if ln.strip()), "")
+        note = _SETUP_NOTE.match(first)
+        return note["title"] if note else None
+
     def label(self) -> str:
         return f"{self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path}:{self.first_line}"
+
+
+def _above(lines: list[str], i: int) -> tuple[list[str], str]:
+    """The HTML comment lines just above line ``i`` (blank lines between allowed) and the
+    nearest line of text above them."""
+    markers: list[str] = []
+    k = i - 1
+    while k >= 0:
+        line = lines[k].strip()
+        if line and not _HTML_COMMENT.match(line):
+            return markers, line
+        if line:
+            markers.append(line)
+        k -= 1
+    return markers, ""
 
 
 def extract_blocks(path: Path) -> list[CodeBlock]:
     """Every fenced code block of a markdown file, in order (python or not)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[CodeBlock] = []
+    heading: str | None = None
+    python_since_heading = 0
     i = 0
     while i < len(lines):
         opening = _FENCE.match(lines[i])
         if not opening:
+            title = _HEADING.match(lines[i])
+            if title:
+                heading, python_since_heading = title["title"], 0
             i += 1
             continue
         fence, indent = opening["fence"], len(opening["indent"])
         language = (opening["info"].strip().split() or [""])[0].lower()
-        previous = next((ln.strip() for ln in reversed(lines[:i]) if ln.strip()), "")
+        markers, text_above = _above(lines, i)
+        needs = sorted({name.strip() for marker in markers if (found := _NEEDS.match(marker))
+                        for name in found["names"].split(",") if name.strip()})
         body: list[str] = []
         j = i + 1
         while j < len(lines):
@@ -112,8 +170,13 @@ def extract_blocks(path: Path) -> list[CodeBlock]:
             line = lines[j]
             body.append(line[min(indent, len(line) - len(line.lstrip(" "))):])
             j += 1
+        is_python = language in PYTHON_INFO_STRINGS
+        setup = (heading if is_python and python_since_heading == 0 and heading is not None
+                 and heading.startswith(SETUP_PREFIX) else None)
         blocks.append(CodeBlock(path, language, "\n".join(body) + "\n", i + 2,
-                                runnable=previous != NO_RUN_MARKER))
+                                runnable=NO_RUN_MARKER not in markers, needs=tuple(needs),
+                                needs_line=text_above if needs else "", setup_title=setup))
+        python_since_heading += is_python
         i = j + 1
     return blocks
 
@@ -139,12 +202,6 @@ def run_block(block: CodeBlock, namespace: dict) -> None:
     exec(compile(source, str(block.path), "exec"), namespace)  # noqa: S102 - running docs is the point
 
 
-def _missing_frameworks(block: CodeBlock) -> list[str]:
-    wanted = [name for name in OPTIONAL_FRAMEWORKS
-              if re.search(rf"^\s*(?:>>>\s*)?(?:import|from)\s+{name}\b", block.code, re.MULTILINE)]
-    return [name for name in wanted if _absent(name)]
-
-
 def _absent(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is None
@@ -159,12 +216,27 @@ def _source(block: CodeBlock) -> str:
     return block.code
 
 
+def _imported(block: CodeBlock) -> set[str]:
+    """The top-level packages the block imports (by its AST; by a line match if it does not parse)."""
+    try:
+        tree = ast.parse(_source(block))
+    except SyntaxError:
+        return set(re.findall(r"^\s*(?:>>>\s*)?(?:import|from)\s+(\w+)", block.code, re.MULTILINE))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
 def _names(block: CodeBlock) -> tuple[set[str], set[str]]:
     """(names the block binds, names it reads before binding them itself), from its AST.
 
     Statement by statement, so ``import torch`` then ``torch.ones(2)`` in one block reads
     nothing from earlier blocks. Deliberately coarse inside a statement (a name bound
-    anywhere in it counts as bound): good enough to tell which blocks lean on a skipped one.
+    anywhere in it counts as bound): good enough to tell which blocks lean on others.
     """
     try:
         tree = ast.parse(_source(block))
@@ -194,6 +266,82 @@ def _names(block: CodeBlock) -> tuple[set[str], set[str]]:
     return bound, free
 
 
+def _is_contributor_note(path: Path) -> bool:
+    return path.resolve() in {(ROOT / note).resolve() for note in CONTRIBUTOR_NOTES}
+
+
+def _announces(line: str, needs: tuple[str, ...]) -> bool:
+    """Whether the visible line says "Needs ..." and names every package in ``needs``."""
+    text = line.lstrip("*_> ").lower()
+    return text.startswith("needs") and all(
+        name.lower() in text or name.lower().replace("_", "-") in text for name in needs)
+
+
+def markdown_problems(path: Path, *, shared: bool | None = None) -> list[str]:
+    """What is wrong with the blocks' declarations (see the module docstring); empty if nothing.
+
+    ``shared``: the blocks run in one namespace (the contributor notes' way), so a block may
+    read what an earlier block bound, but must then declare every package that block needs.
+    """
+    shared = _is_contributor_note(path) if shared is None else shared
+    problems: list[str] = []
+    setups: dict[str, tuple[CodeBlock, set[str]]] = {}
+    needs_of_name: dict[str, set[str]] = {}  # shared namespace: name -> needs of its last binder
+    for block in python_blocks(path):
+        where, needs = block.label(), set(block.needs)
+        unknown = needs - set(OPTIONAL_PACKAGES)
+        if unknown:
+            problems.append(f"{where}: '<!-- needs: ... -->' names {', '.join(sorted(unknown))}, "
+                            f"which is not one of {OPTIONAL_PACKAGES}")
+        undeclared = (_imported(block) & set(OPTIONAL_PACKAGES)) - needs
+        if undeclared:
+            problems.append(
+                f"{where}: imports {', '.join(sorted(undeclared))}, which the base install lacks: "
+                f"put '<!-- needs: {', '.join(sorted(needs | undeclared))} -->' on the line before "
+                "the block, below a visible line such as 'Needs torch.'")
+        if needs and not _announces(block.needs_line, block.needs):
+            problems.append(f"{where}: the line above its needs marker must say so to a reader, "
+                            f"e.g. 'Needs {' and '.join(block.needs)}.'; it reads {block.needs_line!r}")
+        if not block.runnable:
+            continue
+        bound, free = _names(block)
+        free -= _BUILTINS
+        if shared:
+            leaned = sorted(n for n in free if needs_of_name.get(n, set()) - needs)
+            if leaned:
+                more = set().union(*(needs_of_name[n] for n in leaned)) - needs
+                problems.append(f"{where}: reads {', '.join(leaned)} from a block that needs "
+                                f"{', '.join(sorted(more))}: mark this block as needing it too")
+            needs_of_name.update({name: needs for name in bound})
+            continue
+        title = block.after_setup
+        if block.setup_title is not None and title is not None:
+            problems.append(f"{where}: a setup block must not rely on another setup block")
+        elif title is not None:
+            if title not in setups:
+                problems.append(f'{where}: starts with # run "{title}" first, but no block under a '
+                                f'heading "{title}" comes before it on this page')
+                continue
+            setup, setup_bound = setups[title]
+            missing = free - setup_bound
+            if missing:
+                problems.append(f"{where}: reads {', '.join(sorted(missing))}, which neither it nor "
+                                f"its setup block ({setup.label()}) binds: bind them in one of the two")
+            more = set(setup.needs) - needs
+            if more:
+                problems.append(f"{where}: its setup block needs {', '.join(sorted(more))}: mark this "
+                                "block as needing it too")
+        elif free:
+            problems.append(
+                f"{where}: reads {', '.join(sorted(free))} without binding them, so it fails when "
+                f"pasted alone: bind them in the block, or move them into a block under a heading "
+                f"'{SETUP_PREFIX} this page' and start this block with "
+                f"'# run \"{SETUP_PREFIX} this page\" first'")
+        if block.setup_title is not None:
+            setups[block.setup_title] = (block, bound)
+    return problems
+
+
 @dataclass(frozen=True)
 class MarkdownRun:
     """What `run_markdown` did: how many blocks ran, and each skipped block with its reason."""
@@ -202,32 +350,40 @@ class MarkdownRun:
     skipped: tuple[str, ...]
 
 
-def run_markdown(path: Path) -> MarkdownRun:
-    """Run every runnable python block of ``path`` in order, in one namespace.
+def run_markdown(path: Path, *, shared: bool | None = None) -> MarkdownRun:
+    """Run every runnable python block of ``path``, in page order.
 
-    A block importing a framework that is not installed (`OPTIONAL_FRAMEWORKS`) is skipped,
-    and so is every later block that reads a name only skipped blocks bound (until a block
-    that ran binds it again); the other blocks still run. Each skip is also warned about.
+    Each block runs in a fresh namespace, after its setup block when it names one (see the
+    module docstring); with ``shared`` (the contributor notes' default), all blocks run in one
+    namespace instead. A block whose ``<!-- needs: ... -->`` names a package that cannot be
+    imported is skipped, with a warning; every other block runs.
     """
-    namespace: dict = {"__name__": f"docs_{path.stem}"}
+    shared = _is_contributor_note(path) if shared is None else shared
+    fresh = lambda: {"__name__": f"docs_{path.stem}"}  # noqa: E731
+    namespace = fresh()
+    setups: dict[str, CodeBlock] = {}
     ran = 0
     skipped: list[str] = []
-    unavailable: set[str] = set()  # names bound only by skipped blocks
     for block in python_blocks(path):
         if not block.runnable:
             continue
-        bound, free = _names(block)
-        missing = _missing_frameworks(block)
-        leaned_on = sorted(free & unavailable)
-        if missing or leaned_on:
-            reason = (f"needs {', '.join(missing)}, not installed" if missing else
-                      f"uses {', '.join(leaned_on)} from a skipped block")
+        missing = [name for name in block.needs if _absent(name)]
+        if missing:
+            reason = f"needs {', '.join(missing)}, not installed"
             skipped.append(f"{block.label()} {reason}")
             warnings.warn(f"{block.label()} skipped: {reason}", stacklevel=2)
-            unavailable |= bound
             continue
+        if not shared:
+            namespace = fresh()
+            title = block.after_setup
+            if title is not None and block.setup_title is None:
+                if title not in setups:
+                    raise AssertionError(f'{block.label()} runs after "{title}", which no earlier '
+                                         "block on the page is the setup block of")
+                run_block(setups[title], namespace)
         run_block(block, namespace)
-        unavailable -= bound
+        if block.setup_title is not None:
+            setups[block.setup_title] = block
         ran += 1
     return MarkdownRun(ran, tuple(skipped))
 
@@ -239,22 +395,31 @@ def documentation_files() -> list[Path]:
             *(ROOT / note for note in CONTRIBUTOR_NOTES)]
 
 
-@pytest.mark.parametrize("path", documentation_files(),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+def _page_id(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("path", documentation_files(), ids=_page_id)
 def test_markdown_python_blocks_run(path: Path) -> None:
     result = run_markdown(path)
     if result.skipped:
-        pytest.skip(f"{result.ran} blocks ran; skipped (a framework is missing): "
+        pytest.skip(f"{result.ran} blocks ran; skipped (a package is missing): "
                     + "; ".join(result.skipped))
 
 
-@pytest.mark.parametrize("name", ["dialect.md", "solver.md", "api.md"])
+@pytest.mark.parametrize("path", documentation_files(), ids=_page_id)
+def test_markdown_blocks_declare_what_they_need(path: Path) -> None:
+    problems = markdown_problems(path)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", ["getting-started.md", "dialect.md", "solver.md", "api.md"])
 def test_core_pages_carry_checked_examples(name: str) -> None:
-    # A page whose blocks all went no-run (or vanished) would pass the test above vacuously.
+    # A page whose blocks all went no-run (or vanished) would pass the tests above vacuously.
     path = ROOT / "docs" / name
     assert path.is_file(), f"docs/{name} is missing"
-    runnable = [b for b in python_blocks(path) if b.runnable]
-    assert len(runnable) >= 3, f"docs/{name} has only {len(runnable)} runnable python blocks"
+    runnable = [b for b in python_blocks(path) if b.runnable and not b.needs]
+    assert len(runnable) >= 3, f"docs/{name} has only {len(runnable)} runnable base-install blocks"
 
 
 @pytest.mark.parametrize("module_name", ENGINE_MODULES)
@@ -269,7 +434,88 @@ def test_module_docstring_examples(module_name: str) -> None:
     assert runner.failures == 0, f"docstring examples of {module_name} failed:\n" + "".join(report)
 
 
-# ---- the extractor itself --------------------------------------------------------------------
+# ---- the base install, simulated -------------------------------------------------------------
+def _distribution(requirement: str) -> str:
+    """The normalised distribution name a requirement string starts with."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    assert name, requirement
+    return re.sub(r"[-_.]+", "-", name[1]).lower()
+
+
+def base_install_hidden() -> set[str]:
+    """Top-level modules of the installed distributions that `pip install .` would not bring
+    (pyproject.toml's dependencies and theirs, followed through the installed metadata)."""
+    from importlib import metadata
+
+    listed = re.search(r"^dependencies\s*=\s*\[(.*?)\]", (ROOT / "pyproject.toml").read_text(encoding="utf-8"),
+                       re.MULTILINE | re.DOTALL)
+    assert listed, "pyproject.toml has no dependencies list"
+    todo = [_distribution(r) for r in re.findall(r"\"([^\"]+)\"", listed[1])]
+    base = {"grouped-einsum", "pip", "setuptools", "wheel"}  # the installer's own are in any venv
+    while todo:
+        name = todo.pop()
+        if name in base:
+            continue
+        base.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [_distribution(r) for r in requires if "extra" not in r.partition(";")[2]]
+    return {module for module, dists in metadata.packages_distributions().items()
+            if module.isidentifier() and not {_distribution(d) for d in dists} & base}
+
+
+_BASE_INSTALL_RUN = """\
+import json, sys, traceback, warnings
+sys.path.insert(0, sys.argv[1])
+from tests import test_docs as docs
+hidden = set(json.loads(sys.argv[2]))
+for name in [m for m in sys.modules if m.partition('.')[0] in hidden]:
+    del sys.modules[name]          # pytest, imported by the runner's module: hidden from the blocks
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition('.')[0] in hidden:
+            raise ModuleNotFoundError(f'No module named {name!r} (hidden: not in the base install)',
+                                      name=name)
+sys.meta_path.insert(0, Hide())
+warnings.simplefilter('ignore')
+report = {}
+for path in docs.documentation_files():
+    try:
+        run = docs.run_markdown(path)
+        report[docs._page_id(path)] = {'ran': run.ran, 'skipped': list(run.skipped)}
+    except BaseException as exc:
+        where = [f'{frame.filename}:{frame.lineno}' for frame in traceback.extract_tb(exc.__traceback__)
+                 if frame.filename.endswith('.md')]
+        report[docs._page_id(path)] = {'error': f'{where[-1] + ": " if where else ""}'
+                                                f'{type(exc).__name__}: {exc}'}
+print(json.dumps(report))
+"""
+
+
+def test_docs_pass_on_a_base_install() -> None:
+    """Every page, with whatever `pip install .` would not bring hidden from import: every block
+    runs except those marked as needing a hidden package, and every one that runs passes."""
+    hidden = base_install_hidden()
+    assert {"jax", "torch", "pytest"} <= hidden or _absent("jax") or _absent("torch"), sorted(hidden)
+    result = subprocess.run([sys.executable, "-c", _BASE_INSTALL_RUN, str(ROOT), json.dumps(sorted(hidden))],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    failed = {page: r["error"] for page, r in report.items() if "error" in r}
+    assert not failed, "on a base install (mark what a block needs with <!-- needs: NAME -->):\n" + (
+        "\n".join(f"{page}: {error}" for page, error in failed.items()))
+    marked = {b.label(): set(b.needs) for path in documentation_files() for b in python_blocks(path)}
+    unavailable = hidden | {name for name in OPTIONAL_PACKAGES if _absent(name)}
+    for r in report.values():
+        for entry in r["skipped"]:
+            label = entry.split(" ", 1)[0]
+            assert marked[label] & unavailable, entry  # skipped only for a marked, missing package
+    assert sum(r["ran"] for r in report.values()) >= 80  # no vacuous pass: most blocks need nothing more
+
+
+# ---- the runner and the checks themselves ------------------------------------------------------
 SAMPLE = """\
 # Title
 
@@ -288,7 +534,7 @@ echo not python
 ```
 
   ```py
-  >>> x + 1
+  >>> 1 + 1
   2
   ```
 """
@@ -300,15 +546,15 @@ def test_extractor_finds_blocks_languages_lines_and_no_run_marker(tmp_path: Path
     blocks = extract_blocks(page)
     assert [(b.language, b.first_line, b.runnable) for b in blocks] == [
         ("python", 4, True), ("python", 10, False), ("bash", 14, True), ("py", 18, True)]
-    assert blocks[3].code == ">>> x + 1\n2\n" and blocks[3].is_doctest
+    assert blocks[3].code == ">>> 1 + 1\n2\n" and blocks[3].is_doctest
     assert run_markdown(page) == MarkdownRun(2, ())  # the no-run block would have raised
 
 
-def test_blocks_share_one_namespace_and_failures_name_the_line(tmp_path: Path) -> None:
+def test_shared_blocks_see_one_namespace_and_failures_name_the_line(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("```python\n>>> y = 2\n```\n\n```python\nassert y == 3\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError) as info:
-        run_markdown(page)  # y from the doctest block reaches the script block, which fails
+        run_markdown(page, shared=True)  # y from the doctest block reaches the script block, which fails
     assert info.traceback[-1].lineno + 1 == 6  # pytest's lineno is 0-based
     assert str(info.traceback[-1].path) == str(page)
 
@@ -335,69 +581,154 @@ def test_doctest_blocks_compare_wrapped_exception_messages(tmp_path: Path) -> No
         run_markdown(page)
 
 
-def test_block_needing_an_absent_framework_is_skipped_alone(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_FRAMEWORKS",
-                        ("not_an_installed_framework_xyz",))
-    page = tmp_path / "page.md"
-    page.write_text("```python\nimport not_an_installed_framework_xyz\n```\n\n"
-                    "```python\n>>> 2 + 2\n4\n```\n", encoding="utf-8")
-    with pytest.warns(UserWarning, match="not_an_installed_framework_xyz, not installed"):
-        result = run_markdown(page)
-    assert result.ran == 1 and len(result.skipped) == 1
-    assert result.skipped[0].endswith("page.md:2 needs not_an_installed_framework_xyz, not installed")
+SETUP_PAGE = """\
+# A page
 
-
-LEANING_PAGE = """\
-```python
-import fake_framework_xyz as ff
-x = ff.ones(3)
-```
-
-```python
-y = x + 1          # leans on the skipped block: skipped too
-```
-
-```python
->>> ff.zeros(2)    # so does this doctest
-```
+## Setup for this page
 
 ```python
 import numpy as np
-z = np.ones(2)     # independent: runs
+data = [1, 2]
+```
+
+## Use
+
+```python
+# run "Setup for this page" first
+data.append(3)
+assert data == [1, 2, 3]   # the setup ran again: the block before did not leak into this one
 ```
 
 ```python
-x = 5              # binds x again, from a block that ran ...
+>>> # run "Setup for this page" first
+>>> data + [3]
+[1, 2, 3]
 ```
 
 ```python
-assert x == 5      # ... so this one runs
-assert z.sum() == 2
+z = 4
+```
+
+```python
+assert z == 4          # z is not bound here: fails alone
 ```
 """
 
 
-def test_blocks_leaning_on_a_skipped_block_are_skipped_too(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_FRAMEWORKS", ("fake_framework_xyz",))
+def test_each_block_runs_alone_or_after_its_setup_block(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text(LEANING_PAGE, encoding="utf-8")
-    with pytest.warns(UserWarning):
+    page.write_text(SETUP_PAGE, encoding="utf-8")
+    blocks = python_blocks(page)
+    assert [b.setup_title for b in blocks] == ["Setup for this page", None, None, None, None]
+    assert [b.after_setup for b in blocks] == [None, "Setup for this page", "Setup for this page", None, None]
+    with pytest.raises(NameError, match="'z' is not defined"):
+        run_markdown(page)
+    assert markdown_problems(page) == [
+        f"{blocks[4].label()}: reads z without binding them, so it fails when pasted alone: bind "
+        "them in the block, or move them into a block under a heading 'Setup for this page' and "
+        "start this block with '# run \"Setup for this page\" first'"]
+    page.write_text(SETUP_PAGE.replace("assert z == 4          # z", "z = 4\nassert z == 4   # "),
+                    encoding="utf-8")
+    assert run_markdown(page) == MarkdownRun(5, ()) and markdown_problems(page) == []
+
+
+def test_a_block_may_read_only_what_its_setup_block_binds(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("## Setup for the examples\n\n<!-- no-run -->\n\n```python\nq = 1\n```\n\n"
+                    "## Setup for this page\n\n```python\nx = 1\n```\n\n"
+                    "```python\n# run \"Setup for this page\" first\nassert x + y == 3\n```\n\n"
+                    "```python\n# run \"Setup for nothing\" first\n```\n", encoding="utf-8")
+    problems = markdown_problems(page)
+    assert len(problems) == 2
+    assert "page.md:16: reads y, which neither it nor its setup block (" in problems[0]
+    assert 'page.md:21: starts with # run "Setup for nothing" first, but no block' in problems[1]
+
+
+NEEDS_PAGE = """\
+## Setup for this page
+
+Needs not_an_installed_package_xyz (and a reader can see it).
+
+<!-- needs: not_an_installed_package_xyz -->
+```python
+import not_an_installed_package_xyz as pkg
+```
+
+```python
+# run "Setup for this page" first
+pkg.run()
+```
+
+```python
+>>> 2 + 2
+4
+```
+"""
+
+
+def test_marked_blocks_are_skipped_where_the_package_is_missing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_PACKAGES", ("not_an_installed_package_xyz",))
+    page = tmp_path / "page.md"
+    page.write_text(NEEDS_PAGE, encoding="utf-8")
+    (setup, user, plain) = python_blocks(page)
+    assert setup.needs == ("not_an_installed_package_xyz",) and user.needs == () == plain.needs
+    assert setup.needs_line.startswith("Needs not_an_installed_package_xyz")
+    # The block that leans on the setup block does not say it needs the package: a problem ...
+    assert markdown_problems(page) == [
+        f"{user.label()}: its setup block needs not_an_installed_package_xyz: mark this block as "
+        "needing it too"]
+    with pytest.warns(UserWarning), pytest.raises(AssertionError, match="no earlier block on the page"):
+        run_markdown(page)  # ... and, run, it fails rather than being skipped
+    page.write_text(NEEDS_PAGE.replace('```python\n# run', 'Needs not_an_installed_package_xyz too.\n'
+                                       '<!-- needs: not_an_installed_package_xyz -->\n```python\n# run'),
+                    encoding="utf-8")
+    assert markdown_problems(page) == []
+    with pytest.warns(UserWarning, match="not_an_installed_package_xyz, not installed"):
         result = run_markdown(page)
-    assert result.ran == 3
-    assert [r.split("page.md:")[1] for r in result.skipped] == [
-        "2 needs fake_framework_xyz, not installed",
-        "7 uses x from a skipped block",
-        "11 uses ff from a skipped block",
-    ]
-
-
-def test_a_page_with_skipped_blocks_is_reported_as_skipped(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_FRAMEWORKS", ("fake_framework_xyz",))
-    page = tmp_path / "page.md"
-    page.write_text(LEANING_PAGE, encoding="utf-8")
-    with pytest.warns(UserWarning), pytest.raises(pytest.skip.Exception,
-                                                  match="3 blocks ran; skipped .*fake_framework_xyz"):
+    assert result.ran == 1 and [s.split("page.md:")[1] for s in result.skipped] == [
+        "7 needs not_an_installed_package_xyz, not installed",
+        "13 needs not_an_installed_package_xyz, not installed"]
+    with pytest.warns(UserWarning), pytest.raises(pytest.skip.Exception, match="1 blocks ran; skipped"):
         test_markdown_python_blocks_run(page)
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("```python\nimport torch\n```\n", "imports torch, which the base install lacks: put "
+                                       "'<!-- needs: torch -->' on the line before the block"),
+    ("```python\n>>> from jax import numpy as jnp\n```\n", "imports jax"),
+    ("<!-- no-run -->\n```python\nimport cupy\n```\n", "imports cupy"),     # pasted, it still needs it
+    ("Some text.\n\n<!-- needs: torch -->\n```python\nimport torch\n```\n",
+     "the line above its needs marker must say so to a reader, e.g. 'Needs torch.'"),
+    ("Needs torch.\n\n<!-- needs: torch, jax -->\n```python\nimport torch\n```\n",
+     "e.g. 'Needs jax and torch.'"),
+    ("Needs tensorflow.\n\n<!-- needs: tensorflow -->\n```python\npass\n```\n", "names tensorflow, which is not one of"),
+])
+def test_what_a_block_needs_is_declared(tmp_path: Path, text: str, problem: str) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(text, encoding="utf-8")
+    (found,) = markdown_problems(page)
+    assert problem in found, found
+
+
+def test_declared_needs_pass_and_a_no_run_marker_may_sit_beside_them(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("Needs CuPy and a GPU.\n\n<!-- no-run -->\n<!-- needs: cupy -->\n```python\n"
+                    "import cupy\n```\n\n*Needs PyTorch and JAX.*\n<!-- needs: jax, torch -->\n```python\n"
+                    "import torch, jax\n```\n", encoding="utf-8")
+    assert markdown_problems(page) == []
+    blocks = python_blocks(page)
+    assert [(b.runnable, b.needs) for b in blocks] == [(False, ("cupy",)), (True, ("jax", "torch"))]
+
+
+def test_shared_namespace_blocks_inherit_what_their_sources_need(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "OPTIONAL_PACKAGES", ("fake_framework_xyz",))
+    page = tmp_path / "page.md"
+    page.write_text("Needs fake_framework_xyz.\n<!-- needs: fake_framework_xyz -->\n```python\n"
+                    "import fake_framework_xyz as ff\nx = ff.ones(3)\n```\n\n```python\ny = x + 1\n```\n\n"
+                    "```python\nx = 5\n```\n\n```python\nassert x == 5\n```\n", encoding="utf-8")
+    (problem,) = markdown_problems(page, shared=True)
+    assert problem.endswith("page.md:9: reads x from a block that needs fake_framework_xyz: mark "
+                            "this block as needing it too")
 
 
 def test_names_are_read_statement_by_statement() -> None:
@@ -409,30 +740,11 @@ def test_names_are_read_statement_by_statement() -> None:
     assert free == {"c", "r", "s", "v"}
 
 
-@pytest.mark.parametrize("hidden", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
-def test_docs_skip_rather_than_fail_when_a_framework_is_hidden(hidden: str) -> None:
-    """With one framework made unimportable, every page passes or skips with a reason naming it."""
-    if _absent("jax" if hidden == "torch" else "torch"):
-        pytest.skip("needs the other framework installed, so that its blocks run")
-    # A finder that refuses the framework, as if it were not installed (nothing lands in
-    # sys.modules, unlike the `sys.modules[name] = None` idiom).
-    code = ("import sys\n"
-            "class Hide:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            f"        if name.partition('.')[0] == {hidden!r}:\n"
-            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-            "sys.meta_path.insert(0, Hide())\n"
-            "import pytest\n"
-            "raise SystemExit(pytest.main(['-q', '-rs', '-p', 'no:cacheprovider', '-W', "
-            "'ignore::DeprecationWarning', "
-            "'tests/test_docs.py::test_markdown_python_blocks_run[docs/transforms.md]', "
-            "'tests/test_docs_transforms.py']))\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr
-    assert re.search(rf"SKIPPED .*docs/transforms\.md.* needs {hidden}, not installed", out), out
-    assert " failed" not in out and " passed" in out, out
+def test_base_install_hides_the_optional_packages_and_keeps_the_dependencies() -> None:
+    hidden = base_install_hidden()
+    assert not {"numpy", "opt_einsum", "platformdirs", "contractions"} & hidden
+    installed = [name for name in OPTIONAL_PACKAGES if not _absent(name)]
+    assert set(installed) <= hidden, sorted(set(installed) - hidden)
 
 
 # ---- what the documents cite and how they say to install ---------------------------------------
@@ -476,8 +788,8 @@ INDEX_INSTALL = re.compile(r"pip install\s+(?:-\S+\s+)*['\"]?grouped-einsum(?![\
 
 def test_install_instructions_work_from_a_checkout() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
-    for text in (readme, index):
+    start = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for text in (readme, start):
         assert "pip install ." in text and "git+" in text
         assert "unrelated" in text and "PyPI" in text  # the index name `contractions` is not ours
     assert "## Install" in readme

@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from contractions import api, contract, contract_expression, explain, make_plan, make_schedule
+from contractions import contract, contract_expression, explain, make_plan, make_schedule
 from contractions.backends import BackendOptions, cupy_backend, measured
+from contractions.calls import runners
 from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL
 
 from . import _fake_cupy
@@ -47,11 +48,11 @@ class Timer:
 def fresh(monkeypatch):
     """No route chosen yet: no remembered choice, no runner kept from another test."""
     monkeypatch.setattr(measured, "_CHOSEN", collections.OrderedDict())
-    api._HOT.clear()
-    api._compiled.cache_clear()
+    runners.HOT.clear()
+    runners._COMPILED.cache_clear()
     yield
-    api._HOT.clear()   # no runner holding this test's fake timer outlives it
-    api._compiled.cache_clear()
+    runners.HOT.clear()   # no runner holding this test's fake timer outlives it
+    runners._COMPILED.cache_clear()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from contractions import contract, contract_expression, expand_subscripts, explain
 from contractions.backends import jax_backend
 from contractions.backends.jax_backend import jitted_einsum
+from contractions.calls import runners
 
 from ._references import loop_reference
 
@@ -119,12 +120,13 @@ def test_default_runs_jnp_einsums_own_path_not_the_numpy_schedules():
 
 def test_default_jax_call_builds_no_schedule(monkeypatch):
     """A new shape on JAX costs parse/solve/expand/plan only: the numpy schedule is never built."""
-    import contractions.api as api
+    from contractions.calls import runners, tiers
 
     def refuse(*args, **kwargs):
         raise AssertionError("the JAX default path built a schedule")
 
-    monkeypatch.setattr(api, "make_schedule", refuse)
+    monkeypatch.setattr(tiers, "make_schedule", refuse)
+    monkeypatch.setattr(runners, "first_schedule", refuse)
     x, y = jnp.asarray(randn(7, 3, 2)), jnp.asarray(randn(3, 2, 5))
     out = contract("WCa,Cab->WCb", x, y)
     jax.jit(lambda a, b: contract("WCa,Cab->WCb", a, b))(x, y)
@@ -367,17 +369,16 @@ def test_jax_backend_module_does_not_import_torch():
 
 # ------------------------------------------------------------------ the JAX hot path
 def test_warm_jax_calls_are_served_by_one_cache_entry_per_signature():
-    import contractions.api as api
 
-    api._HOT.clear()
+    runners.HOT.clear()
     x, y = jnp.asarray(randn(3, 2, 4)), jnp.asarray(randn(4, 5))
     first = contract("Wa,ab->Wb", x, y)
-    assert len(api._HOT) == 1
+    assert len(runners.HOT) == 1
     np.testing.assert_allclose(contract("Wa,ab->Wb", 2 * x, y), 2 * np.asarray(first), rtol=1e-5)
-    assert len(api._HOT) == 1
+    assert len(runners.HOT) == 1
     # a numpy operand beside a jax one is another signature (its type is in the key)
     mixed = contract("Wa,ab->Wb", np.asarray(x), y)
-    assert isinstance(mixed, jax.Array) and len(api._HOT) == 2
+    assert isinstance(mixed, jax.Array) and len(runners.HOT) == 2
     np.testing.assert_allclose(mixed, first, rtol=1e-5)
 
 

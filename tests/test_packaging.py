@@ -21,7 +21,7 @@ READ_BY_TESTS = ("tests/identifiability_table.txt", "tests/conftest.py", "README
                  "docs/index.md", "docs/transforms.md", "dev/decisions.md", "dev/internals.md",
                  "examples/tensor_train.py", "contractions/testing/oracle.py", "pyproject.toml",
                  "LICENSE", "mkdocs.yml", "dev/mkdocs_hooks.py", "docs/reference/contract.md",
-                 "docs/coming-from.md", "contractions/py.typed", "contractions/_version.py")
+                 "docs/getting-started.md", "contractions/py.typed", "contractions/_version.py")
 
 
 def test_license_is_mit_in_pep_639_form():

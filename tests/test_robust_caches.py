@@ -13,6 +13,7 @@ from contractions import ContractionError, contract, identifiability, parse
 from contractions import parser as _parser
 from contractions import solver as _solver
 from contractions.caching import ENTRY_FRACTION, byte_bounded_cache, weight
+from contractions.calls import runners
 
 MB = 2**20
 
@@ -126,11 +127,10 @@ def test_successful_calls_with_long_distinct_strings_keep_memory_flat(monkeypatc
     """Calls that succeed are cached at every stage (parse, solve, plan, expansion, schedule,
     compiled program, the hot dict): each stage's byte bound, not its entry count, decides how
     many long strings stay alive.  The bounds are lowered to 4 MB here so the test is quick."""
-    from contractions import api
     from contractions import expand as _expand
     from contractions import plan as _plan
 
-    caches = [api._planned_once, api._compiled, _plan.make_plan, _expand.expand, _parser._parse,
+    caches = [runners._SCHEDULES, runners._COMPILED, _plan.make_plan, _expand.expand, _parser._parse,
               *(getattr(_solver, name) for name in dir(_solver)
                 if isinstance(getattr(_solver, name), type(_parser._parse)))]
     for cache in caches:
@@ -155,7 +155,7 @@ def test_successful_calls_with_long_distinct_strings_keep_memory_flat(monkeypatc
     finally:
         tracemalloc.stop()
     assert held < 15 * MB, f"{held / MB:.0f} MB still held"
-    assert all(len(key[0]) <= api.HOT_KEY_MAX_CHARS for key in api._HOT)
+    assert all(len(key[0]) <= runners.HOT_KEY_MAX_CHARS for key in runners.HOT)
     for cache in caches:
         info = cache.cache_info()
         assert info.currbytes <= info.maxbytes

@@ -492,13 +492,17 @@ def test_plain_array_likes_are_converted_and_junk_is_refused():
 
 # ------------------------------------------------------------------ one-way layers
 STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "matmul_model", "torch_model",
-          "gpu_model", "schedule", "compat", "backends", "structures", "checks", "api", "explaining", "expressions"]
+          "gpu_model", "schedule", "compat", "backends", "checks", "calls", "api", "plotting", "explaining",
+          "expressions"]
 
 
 #: The stages that are packages: every module in them is checked as that stage.
-PACKAGES = ("backends", "model", "schedule")
+PACKAGES = ("backends", "calls", "model", "schedule")
 #: The schedule package's modules in data-flow order: none imports a later one.
-SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "extent_specs", "blocking", "describe", "tiers", "__init__"]
+SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "extent_specs", "blocking", "decisions", "describe",
+                    "__init__"]
+#: The calls package's modules (a call's life) in data-flow order.
+CALLS_MODULES = ["store", "remembered", "tiers", "structures", "runners", "__init__"]
 
 
 def _stage_files(name: str) -> list[Path]:
@@ -527,13 +531,13 @@ def _imports_of(path: Path) -> set[str]:
     return found
 
 
-def _siblings_of(path: Path) -> set[str]:
-    """The modules of its own package that ``path`` (in contractions/schedule) imports."""
+def _siblings_of(path: Path, package: str = "schedule") -> set[str]:
+    """The modules of its own package that ``path`` (in contractions/``package``) imports."""
     found = set()
     for node in _import_nodes(path):
         if node.level == 1:
             found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
-        elif node.level == 0 and (node.module or "").startswith("contractions.schedule."):
+        elif node.level == 0 and (node.module or "").startswith(f"contractions.{package}."):
             found.add(node.module.split(".")[2])
     return found
 
@@ -548,13 +552,29 @@ def test_no_stage_imports_a_later_stage():
                 assert imported != "testing", f"{path.name} imports the harness"
 
 
-def test_no_schedule_module_imports_a_later_one():
-    rank = {name: k for k, name in enumerate(SCHEDULE_MODULES)}
-    files = _stage_files("schedule")
-    assert {path.stem for path in files} == set(rank), "add the new module to SCHEDULE_MODULES"
+@pytest.mark.parametrize("package, order", [("schedule", SCHEDULE_MODULES), ("calls", CALLS_MODULES)])
+def test_no_package_module_imports_a_later_one(package, order):
+    rank = {name: k for k, name in enumerate(order)}
+    files = _stage_files(package)
+    assert {path.stem for path in files} == set(rank), f"add the new module to {package}'s list"
     for path in files:
-        for imported in _siblings_of(path):
-            assert rank[imported] < rank[path.stem], f"schedule/{path.name} imports the later {imported}"
+        for imported in _siblings_of(path, package):
+            assert rank[imported] < rank[path.stem], f"{package}/{path.name} imports the later {imported}"
+
+
+def test_the_schedule_package_holds_no_process_state():
+    # frozen data and pure functions: no lock, no module-level dict or list filled at run time
+    for path in _stage_files("schedule"):
+        text = path.read_text(encoding="utf-8")
+        assert "threading" not in text, f"schedule/{path.name} holds process state"
+        tree = ast.parse(text)
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(
+                    getattr(node, "value", None), (ast.Dict, ast.List, ast.Set)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                assert all(n.isupper() or n == "__all__" for n in names), (
+                    f"schedule/{path.name} keeps state in {names}")
 
 
 def test_numpy_calls_import_no_framework_and_no_harness():

@@ -60,6 +60,75 @@ def test_every_page_is_in_the_navigation() -> None:
     assert {p for p in added if p.endswith(".md")} <= listed, "every page the hooks add is in the nav"
 
 
+def _titles() -> dict[str, str]:
+    """Each page of docs/ (and each page the hooks add) -> its first heading."""
+    pages = {p.relative_to(ROOT).as_posix(): p for p in (ROOT / "docs").rglob("*.md")}
+    pages.update({repo: ROOT / repo for repo in _hooks()._extra_files() if repo.endswith(".md")})
+    titles = {}
+    for name, path in pages.items():
+        heading = re.search(r"^#{1,6} (.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
+        assert heading, f"{name} has no heading"
+        titles[name] = heading[1].strip()
+    return titles
+
+
+def test_pages_and_navigation_entries_have_distinct_titles() -> None:
+    # Two pages once both read "API reference" (the guide and the generated reference), and two
+    # "Coming from np.einsum" pages overlapped: a reader could not tell which to open.
+    titles = _titles()
+    seen: dict[str, str] = {}
+    for name, title in sorted(titles.items()):
+        assert title.lower() not in seen, f"{name} and {seen[title.lower()]} are both titled {title!r}"
+        seen[title.lower()] = name
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    labels = re.findall(r"^\s+- ([^:\n]+): \S+\.md$", config, re.MULTILINE)
+    assert len(labels) == len(set(labels)), f"repeated navigation labels: {sorted(labels)}"
+    assert [t for t in titles.values() if t == "API reference"] == ["API reference"]
+
+
+def test_getting_started_comes_first_and_covers_a_newcomers_path() -> None:
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = re.findall(r"^\s+- (?:[^:\n]+: )?(\S+\.md)$", config, re.MULTILINE)
+    assert nav[:3] == ["index.md", "getting-started.md", "numpy-compat.md"], nav[:3]
+    text = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for heading in ("## Install", "## A first call", "## Groups", "## The first error you will meet",
+                    "## Where next"):
+        assert heading in text, heading
+
+
+def test_every_image_in_docs_is_shown_on_a_page() -> None:
+    shown = {target for page in (ROOT / "docs").rglob("*.md")
+             for target in re.findall(r"!\[[^\]]*\]\(([^()\s]+)\)", page.read_text(encoding="utf-8"))}
+    images = {p.name for p in (ROOT / "docs").glob("*.png")}
+    assert images <= shown, f"images no page embeds: {sorted(images - shown)}"
+
+
+def test_the_api_guide_error_tree_lists_every_error_class() -> None:
+    from contractions import errors
+
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    section = text[text.index("## Errors"):]
+    tree = section[section.index("```text"):section.index("```\n", section.index("```text") + 7)]
+    entries: dict[str, str] = {}  # class name -> its line(s) in the tree
+    current = None
+    for line in tree.splitlines()[1:]:
+        name = re.search(r"(?:└──|├──)\s+(\w+)", line)
+        if name:
+            current = name[1]
+            entries[current] = line
+        elif current and line.strip(" │"):
+            entries[current] += " " + line.strip(" │")
+    classes = {name: cls for name, cls in vars(errors).items()
+               if isinstance(cls, type) and issubclass(cls, errors.ContractionError)}
+    assert set(entries) == set(classes), (
+        f"docs/api.md's error tree lacks {sorted(set(classes) - set(entries))}, "
+        f"names classes that do not exist {sorted(set(entries) - set(classes))}")
+    for name, cls in classes.items():
+        for base in cls.__bases__:
+            if base.__module__ == "builtins" and base is not ValueError:
+                assert base.__name__ in entries[name], f"the error tree omits that {name} is also a {base.__name__}"
+
+
 def _hooks():
     spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "dev" / "mkdocs_hooks.py")
     assert spec is not None and spec.loader is not None
@@ -103,7 +172,8 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     site = tmp_path / "site"
-    for page in ("index.html", "coming-from/index.html", "reference/contract/index.html",
+    for page in ("index.html", "getting-started/index.html", "numpy-compat/index.html",
+                 "reference/contract/index.html",
                  "dev/internals/index.html", "project/changelog/index.html", "search/search_index.json"):
         assert (site / page).is_file(), page
     contract_page = (site / "reference" / "contract" / "index.html").read_text(encoding="utf-8")

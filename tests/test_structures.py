@@ -1,4 +1,4 @@
-"""New shapes of a known structure (contractions/structures.py): which calls run on the
+"""New shapes of a known structure (contractions/calls/structures.py): which calls run on the
 structure's program without planning, which the checked route still takes, and that the
 results are the contraction's (np.einsum on hand-expanded strings) and bit-identical to what
 the reuse tier's schedule computes."""
@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contractions import SizeMismatchError, api, contract, contract_expression, make_plan
+from contractions import SizeMismatchError, contract, contract_expression, make_plan
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.calls import remembered, runners, tiers
+from contractions.calls.structures import DECLINED, clear_structures, known_structure, structure_key_of
 from contractions.model.numpy_prices import NUMPY_MODEL
-from contractions.schedule import tiers
-from contractions.structures import DECLINED, clear_structures, known_structure, structure_key_of
 
 STRING = "WCa,Caib,WCi->WCb"
 HAND = "wca,caib,wci->wcb"
@@ -32,7 +32,7 @@ def operands(shapes, seed=0):
 
 
 def planned():
-    return api._compiled.cache_info().misses
+    return runners._COMPILED.cache_info().misses
 
 
 def test_a_new_shape_of_a_known_structure_is_not_planned(search_is_dear):
@@ -42,8 +42,8 @@ def test_a_new_shape_of_a_known_structure_is_not_planned(search_is_dear):
     got = contract(STRING, *ops)
     assert planned() == before                      # no plan, no schedule, no compile
     np.testing.assert_allclose(got, np.einsum(HAND, *ops), rtol=1e-10, atol=1e-10)
-    run = api._HOT[(STRING, *MID_OTHER)]
-    assert type(run) is api._Provisional and run.calls == 1 and run.upgrade_after > 1
+    run = runners.HOT[(STRING, *MID_OTHER)]
+    assert type(run) is runners.Provisional and run.calls == 1 and run.upgrade_after > 1
     # the reuse tier's schedule for this shape computes the same bits
     plan = make_plan(STRING, MID_OTHER, ())
     reused = tiers.first_schedule(plan, memory_limit="default", remember=False)
@@ -55,12 +55,12 @@ def test_its_upgrade_call_runs_the_full_search(search_is_dear):
     contract(STRING, *operands(MID))
     ops = operands(MID_OTHER, seed=1)
     contract(STRING, *ops)
-    run = api._HOT[(STRING, *MID_OTHER)]
+    run = runners.HOT[(STRING, *MID_OTHER)]
     run.upgrade_after = 3                             # (priced so, the real count is huge)
     contract(STRING, *ops)
-    assert api._HOT[(STRING, *MID_OTHER)] is run
+    assert runners.HOT[(STRING, *MID_OTHER)] is run
     upgraded = contract(STRING, *ops)
-    assert type(api._HOT[(STRING, *MID_OTHER)]) is not api._Provisional
+    assert type(runners.HOT[(STRING, *MID_OTHER)]) is not runners.Provisional
     np.testing.assert_array_equal(upgraded, contract_expression(STRING, *MID_OTHER)(*ops))
 
 
@@ -71,7 +71,7 @@ def test_one_einsum_call_serves_every_small_shape():
     ops = operands(other, seed=2)
     got = contract(STRING, *ops)
     assert planned() == before
-    first, again = api._HOT[(STRING, *small)], api._HOT[(STRING, *other)]
+    first, again = runners.HOT[(STRING, *small)], runners.HOT[(STRING, *other)]
     assert again.func is first.func and again.args == first.args == ("abc,bcde,abd->abe",)
     np.testing.assert_allclose(got, np.einsum(HAND, *ops), rtol=1e-12)
 
@@ -101,7 +101,7 @@ def test_large_work_is_planned_fully_at_once():
     assert structure is not None and structure.runner(big) is DECLINED
     ops = operands(big)
     got = contract(STRING, *ops)
-    assert type(api._HOT[(STRING, *big)]) is not api._Provisional
+    assert type(runners.HOT[(STRING, *big)]) is not runners.Provisional
     np.testing.assert_array_equal(got, contract_expression(STRING, *big)(*ops))
 
 
@@ -110,10 +110,10 @@ def test_a_shape_whose_peak_breaks_the_limit_is_declined(search_is_dear):
     plan = make_plan(STRING, MID_OTHER, ())
     reused = tiers.first_schedule(plan, memory_limit=None, remember=False).schedule
     assert reused.peak_extra > 0
-    tight = api._structure(api._NUMPY, STRING, MID, (), "auto", api._DEFAULT_OPTIONS,
-                           reused.peak_extra - 1, None)
-    loose = api._structure(api._NUMPY, STRING, MID, (), "auto", api._DEFAULT_OPTIONS,
-                           reused.peak_extra, None)
+    tight = runners.structure_for(runners._NUMPY, make_plan(STRING, MID, ()), "auto",
+                                  reused.peak_extra - 1, None)
+    loose = runners.structure_for(runners._NUMPY, make_plan(STRING, MID, ()), "auto",
+                                  reused.peak_extra, None)
     assert tight.runner(MID_OTHER) is DECLINED
     assert loose.runner(MID_OTHER) is not DECLINED
 
@@ -153,10 +153,10 @@ def _regrown(hand, shapes, growth):
     st.booleans(), st.booleans())
 def test_every_new_shape_computes_the_contraction(case, grow, fortran, steps):
     subscripts, hand, shapes = case
-    tiers.clear_templates()
+    remembered.clear_templates()
     clear_structures()
-    api._HOT.clear()
-    api._compiled.cache_clear()
+    runners.HOT.clear()
+    runners._COMPILED.cache_clear()
     len_items = {"len_F": 2} if "F" in subscripts else {}
     other = _regrown(hand, shapes, grow)
     ops = operands(other, seed=4)
@@ -225,8 +225,8 @@ def test_torch_past_one_einsum_calls_threshold_runs_the_one_call_until_its_full_
     got = contract(string, *big, len_F=2)
     assert planned() == before
     torch.testing.assert_close(got, torch.einsum(hand, *big), rtol=1e-10, atol=1e-10)
-    run = api._HOT[(string, *((torch.Tensor, t.shape, False) for t in big), ("len_F", 2))]
-    assert type(run) is api._Provisional and run.upgrade_after > 1
+    run = runners.HOT[(string, *((torch.Tensor, t.shape, False) for t in big), ("len_F", 2))]
+    assert type(run) is runners.Provisional and run.upgrade_after > 1
     run.upgrade_after = 2
     again = contract(string, *big, len_F=2)            # the full search runs now
     assert planned() == before + 1
@@ -245,7 +245,7 @@ def test_a_blocked_structure_serves_the_shapes_that_fit_and_blocks_the_others(se
     # (W and C of one axis each; the default limit is 2**20 elements)
     big = ((256, 16, 34), (16, 34, 34, 34), (256, 16, 34))        # W C i b: 4.7M, beyond it
     contract(STRING, *operands(big))
-    template = tiers.templates_of(tiers.structure_key(make_plan(STRING, big, ()), None, True, NUMPY_MODEL))
+    template = remembered.templates_of(remembered.structure_key(make_plan(STRING, big, ()), None, True, NUMPY_MODEL))
     assert template["pairwise"][0].blocking is not None             # the full search cut it
     beyond = ((256, 16, 32), (16, 32, 34, 34), (256, 16, 34))
     contract(STRING, *operands(beyond))

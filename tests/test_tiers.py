@@ -1,4 +1,4 @@
-"""Planning tiers (contractions/schedule/tiers.py, dev/decisions.md "Planning that pays for
+"""Planning tiers (contractions/calls/tiers.py, dev/decisions.md "Planning that pays for
 itself"): which tier plans a call, when the full search takes over, and that every tier's
 schedule computes the same contraction (checked against np.einsum on hand-expanded strings)."""
 
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from contractions import (
     ContractionError,
-    api,
     contract,
     contract_expression,
     explanation,
@@ -23,8 +22,9 @@ from contractions import (
 from contractions.backends.any_extents import compile_any_extents
 from contractions.backends.compile import compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
+from contractions.calls import remembered, runners, tiers
 from contractions.model.numpy_prices import NUMPY_MODEL
-from contractions.schedule import make_schedule, tiers
+from contractions.schedule import make_schedule
 from contractions.schedule.extent_specs import extent_specs, peak_at, price_at
 from contractions.schedule.lowering import lower_candidates
 
@@ -113,16 +113,16 @@ def test_contract_runs_the_cheap_tier_then_the_full_search_on_the_upgrade_call(s
     got = contract(STRING, *ops)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     key = (STRING, *MID)
-    run = api._HOT[key]
-    assert type(run) is api._Provisional and run.calls == 1
+    run = runners.HOT[key]
+    assert type(run) is runners.Provisional and run.calls == 1
     # (explain now sees the structure planned: it reports the reuse of that quick plan, priced
     # alike but for the search's tie-breaks)
     assert run.upgrade_after == pytest.approx(explanation(STRING, *MID).first_call.upgrade_after, rel=1e-4)
     run.upgrade_after = 3        # (the real count is in the thousands with the search priced so)
     np.testing.assert_allclose(contract(STRING, *ops), want, rtol=1e-10, atol=1e-12)
-    assert api._HOT[key] is run
+    assert runners.HOT[key] is run
     upgraded = contract(STRING, *ops)                 # the 3rd call: the full search runs
-    assert type(api._HOT[key]) is not api._Provisional
+    assert type(runners.HOT[key]) is not runners.Provisional
     # the full runner is the full search's schedule: the same bits as contract_expression's
     np.testing.assert_array_equal(upgraded, contract_expression(STRING, *MID)(*ops))
     np.testing.assert_array_equal(contract(STRING, *ops), upgraded)
@@ -131,7 +131,7 @@ def test_contract_runs_the_cheap_tier_then_the_full_search_on_the_upgrade_call(s
 def test_contract_plans_fully_at_once_when_the_search_is_cheap(search_is_free):
     ops = operands(MID)
     got = contract(STRING, *ops)
-    assert type(api._HOT[(STRING, *MID)]) is not api._Provisional
+    assert type(runners.HOT[(STRING, *MID)]) is not runners.Provisional
     np.testing.assert_array_equal(got, contract_expression(STRING, *MID)(*ops))
 
 
@@ -241,8 +241,8 @@ def test_a_structures_first_call_runs_along_the_path_of_fewest_flops_unplanned(s
                              tier="quick")[0]
     assert schedule.path == quick.path                       # the path of fewest FLOPs
     assert schedule.cost_ns <= tiers.quick_ns(3)              # planning could not pay on this call
-    key = tiers.structure_key(plan, None, True, NUMPY_MODEL)
-    assert set(tiers.templates_of(key)) == {"first"}          # nothing to follow: not a template
+    key = remembered.structure_key(plan, None, True, NUMPY_MODEL)
+    assert set(remembered.templates_of(key)) == {"first"}          # nothing to follow: not a template
     # the structure has had its first call: its next shape (or this one again) plans quick
     again = tiers.first_schedule(make_plan(STRING, SMALL_OTHER, ()), memory_limit="default",
                                  along_path=True)
@@ -251,15 +251,15 @@ def test_a_structures_first_call_runs_along_the_path_of_fewest_flops_unplanned(s
 
 def test_the_first_tier_needs_a_backend_that_runs_einsum_along_a_path_and_small_work(search_is_dear):
     assert tiers.first_schedule(make_plan(STRING, SMALL, ()), memory_limit="default").tier == "quick"
-    tiers.clear_templates()
+    remembered.clear_templates()
     # MID's work (priced as einsum's loop) is past what planning the quick tier costs
     mid = tiers.first_schedule(make_plan(STRING, MID, ()), memory_limit="default", along_path=True)
     assert mid.tier == "quick" and mid.schedule.strategy == "pairwise"
-    tiers.clear_templates()
+    remembered.clear_templates()
     # intermediates past the memory limit: the quick tier (which keeps to it) plans the call
     tight = tiers.first_schedule(make_plan(STRING, SMALL, ()), memory_limit=10, along_path=True)
     assert tight.tier != "first"
-    tiers.clear_templates()
+    remembered.clear_templates()
     assert tiers.first_schedule(make_plan(STRING, SMALL, ()), optimize="greedy",
                                 memory_limit="default", along_path=True).tier == "full"
 
@@ -269,19 +269,19 @@ def test_contract_runs_the_first_tier_then_plans_the_shapes_second_call(search_i
     want = np.einsum(HAND, *ops)
     np.testing.assert_allclose(contract(STRING, *ops), want, rtol=1e-10, atol=1e-12)
     key = (STRING, *SMALL)
-    first = api._HOT[key]
-    assert type(first) is api._Provisional and first.upgrade_after == 2
-    planned = api._compiled.cache_info().misses
+    first = runners.HOT[key]
+    assert type(first) is runners.Provisional and first.upgrade_after == 2
+    planned = runners._COMPILED.cache_info().misses
     np.testing.assert_allclose(contract(STRING, *ops), want, rtol=1e-10, atol=1e-12)
-    quick = api._HOT[key]                        # the quick tier's runner, planned on call 2
-    assert type(quick) is api._Provisional and quick is not first and quick.upgrade_after > 2
-    assert (api._HOT, key) in quick.homes        # (its own upgrade replaces it in the hot dict)
-    assert api._compiled.cache_info().misses == planned   # (re-planned past the runner cache)
+    quick = runners.HOT[key]                        # the quick tier's runner, planned on call 2
+    assert type(quick) is runners.Provisional and quick is not first and quick.upgrade_after > 2
+    assert (runners.HOT, key) in quick.homes        # (its own upgrade replaces it in the hot dict)
+    assert runners._COMPILED.cache_info().misses == planned   # (re-planned past the runner cache)
     # the structure now has its template: a new shape runs the structure's program unplanned
     other = operands(SMALL_OTHER, seed=1)
     np.testing.assert_allclose(contract(STRING, *other), np.einsum(HAND, *other), rtol=1e-10,
                                atol=1e-12)
-    assert api._compiled.cache_info().misses == planned
+    assert runners._COMPILED.cache_info().misses == planned
 
 
 def test_explain_reports_the_first_tier(search_is_dear):
@@ -311,7 +311,7 @@ def test_the_first_tiers_einsum_along_the_path_computes_the_contraction(problem,
     values = [rng.integers(-3, 4, size=s) for s in plan.shapes]
     arrays = [v.astype(dtype) for v in values]
     want = np.einsum(hand_expand(problem), *(v.astype(np.float64) for v in values))
-    got = numpy_compile(plan, schedule, api._DEFAULT_OPTIONS)(*arrays)
+    got = numpy_compile(plan, schedule, runners._DEFAULT_OPTIONS)(*arrays)
     assert np.shape(got) == want.shape
     if dtype != "object":
         assert np.result_type(got) == np.result_type(*arrays)
@@ -412,7 +412,7 @@ def test_blocks_that_follow_a_structure_compute_the_contraction(problem, step_a,
     if unbounded.strategy != "pairwise" or unbounded.peak_extra < 2 * share:
         return   # nothing to cut
     limit = unbounded.peak_extra // share
-    tiers.clear_templates()
+    remembered.clear_templates()
     try:
         searched = tiers.first_schedule(plans[0], memory_limit=limit, cost_model=PAIRWISE_MODEL)
     except ContractionError:

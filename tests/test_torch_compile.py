@@ -26,6 +26,7 @@ from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 
 from contractions import contract, contract_expression  # noqa: E402
 from contractions.backends import torch_compile_hook  # noqa: E402
+from contractions.calls import runners
 from contractions.errors import SizeMismatchError  # noqa: E402
 from contractions.testing.oracle import loop_contract  # noqa: E402
 
@@ -251,20 +252,19 @@ def test_mark_dynamic_is_refused_by_torch_and_maybe_mark_dynamic_specialises():
 
 
 def test_warm_eager_calls_hit_the_torch_hot_path():
-    from contractions import api
 
     x, c, z = tt_operands(w=3)
     contract(TT, x, c, z)
     key = (TT, (torch.Tensor, x.shape, False), (torch.Tensor, c.shape, False), (torch.Tensor, z.shape, False))
-    assert key in api._HOT
+    assert key in runners.HOT
     weights = torch.nn.Parameter(c.clone())
     want = torch.einsum("wca,caib,wci->wcb", x, c, z)
     torch.testing.assert_close(contract(TT, x, weights, z), want)   # (a Parameter: its own key)
-    misses = api._compiled.cache_info().misses
+    misses = runners._COMPILED.cache_info().misses
     for _ in range(3):
         torch.testing.assert_close(contract(TT, x, weights, z), want)
         torch.testing.assert_close(contract(TT, x, c, z), want)
-    assert api._compiled.cache_info().misses == misses   # nothing was planned again
+    assert runners._COMPILED.cache_info().misses == misses   # nothing was planned again
     # a keyword or a mixed operand takes the checked route, with the same numbers
     torch.testing.assert_close(contract(TT, x.numpy(), c, z), contract(TT, x, c, z))
     torch.testing.assert_close(contract(TT, x, c, z, optimize="greedy"), contract(TT, x, c, z))

@@ -19,7 +19,7 @@ from contractions import explain, make_plan, make_schedule  # noqa: E402
 from contractions.backends import BackendOptions, torch_backend  # noqa: E402
 from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path, torch_route  # noqa: E402
-from contractions.schedule import tiers  # noqa: E402
+from contractions.calls import runners, tiers  # noqa: E402
 from contractions.testing.oracle import loop_contract  # noqa: E402
 from contractions.torch_model import TORCH_MODEL, torch_default_path  # noqa: E402
 
@@ -82,11 +82,10 @@ def test_the_schedule_carries_the_torch_choice_and_the_backend_follows_it():
     assert make_schedule(make_plan("BHqd,BHkd->BHqk", ((2, 2, 64, 32), (2, 2, 64, 32)), ()),
                          cost_model=free).strategy == "pairwise"
     # the api plans torch calls with the registry's model
-    from contractions import api
     from contractions.backends import backend_named
     assert backend_named("torch").cost_model is TORCH_MODEL
     ops = [torch.ones(s) for s in plan.shapes]
-    api._HOT.clear()
+    runners.HOT.clear()
     recorded = []
     original = torch_backend.compile
 
@@ -96,7 +95,7 @@ def test_the_schedule_carries_the_torch_choice_and_the_backend_follows_it():
 
     torch_backend.compile = spy
     try:
-        api._compiled.cache_clear()
+        runners._COMPILED.cache_clear()
         from contractions import contract
         out = contract("OIJ,KI,KJ->KO", *ops, len_O=2)
     finally:

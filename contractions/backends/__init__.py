@@ -66,7 +66,7 @@ class Backend:
     or as one einsum call along a path; CuPy and torch on CUDA: `gpu_model`'s GPU models).
     ``einsum_along_path`` (its one einsum call of a direct schedule can follow a pairwise
     path: numpy one einsum call per pair, torch its C++ einsum's own path; a structure's first
-    call may then run unplanned, `schedule.tiers`).
+    call may then run unplanned, `calls.tiers`).
     ``variant(operand)``: the entry that runs a call whose first operand of this backend is
     ``operand`` (None: this one; torch: its CUDA entry, priced for the GPU, for a tensor on a
     CUDA device); ``mixes_host_arrays`` (False: a numpy array or list among its operands is

@@ -4,7 +4,7 @@
 string needs its own schedule and its own compiled program.  Here the shapes come from the
 schedule's `ExtentSpecs` (`schedule.extent_specs`) and the extents the call passes, so the
 program compiled for one shape of a structure runs every other shape of it (the structure's
-decisions kept: the 'reuse' tier of `schedule.tiers`, without a schedule built per shape).
+decisions kept: the 'reuse' tier of `calls.tiers`, without a schedule built per shape).
 The arithmetic is the same operations on the same views as the compiled schedule's.
 
 >>> import numpy as np

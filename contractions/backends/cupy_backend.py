@@ -124,6 +124,15 @@ def _model_pick(schedule: Schedule) -> str:
     return "steps" if CUPY_MODEL.modelled_path(schedule, schedule.optimizer) is None else "one_einsum"
 
 
+def _device_name(cp: Any) -> str:
+    """The current device's name ('' where CuPy cannot say): routes are kept per device."""
+    runtime = getattr(cp.cuda, "runtime", None)
+    if runtime is None:
+        return ""
+    name = runtime.getDeviceProperties(cp.cuda.Device().id).get("name", b"")
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def _capturing(cp: Any) -> bool:
     try:
         return bool(cp.cuda.get_current_stream().is_capturing())
@@ -156,7 +165,7 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
         device = cp.cuda.Device
         chooser = MeasuredRoute([(name, build(name)) for name in names], _model_pick(schedule), settle,
                                 sync=lambda: device().synchronize(), key=_key(schedule, target),
-                                capturing=lambda: _capturing(cp))
+                                capturing=lambda: _capturing(cp), where=lambda ops: _device_name(cp))
         run = chooser.entry()
     host = np.ndarray
     asarray = cp.asarray

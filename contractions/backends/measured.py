@@ -79,6 +79,11 @@ def device_timer(name: str, run: Callable[..., Any], operands: Sequence[Any],
 #: how a candidate is timed: ``timer(name, run, operands, sync) -> (result, seconds)``
 timer: Callable[[str, Callable[..., Any], Sequence[Any], Callable[[], None]], tuple[Any, float]] = device_timer
 
+#: Where chosen routes outlive the process: ``(recall, keep)``, ``recall(key) -> name or None``
+#: and ``keep(key, name)``, keyed by the problem and the device's name (`MeasuredRoute`'s
+#: ``where``).  The plan store installs them (`calls.store`); None: this process only.
+persistence: tuple[Callable[[Any], str | None], Callable[[Any, str], None]] | None = None
+
 # problem key -> (the route chosen, each route's best counted seconds: empty when not timed)
 _CHOSEN: collections.OrderedDict[Any, tuple[str, dict[str, float]]] = collections.OrderedDict()
 _LOCK = threading.Lock()
@@ -115,13 +120,16 @@ class MeasuredRoute:
     ``sync``: waits for the device; ``measures(operands)``: whether this call's operands are
     measured at all (False: ``settle(default)`` at once, nothing timed: torch on the CPU);
     ``capturing()``: a CUDA graph is being captured (run ``default`` untimed); ``default``: the
-    candidate that runs then (the GPU model's pick); ``key``: the problem, for `remembered`.
+    candidate that runs then (the GPU model's pick); ``key``: the problem, for `remembered`;
+    ``where(operands)``: the name of the device the operands are on, under which a route chosen
+    in an earlier process is recalled and a route chosen here kept (`persistence`).
     """
 
     def __init__(self, candidates: Sequence[Route], default: str, settle: Callable[[Callable[..., Any]], None],
                  sync: Callable[[], None], key: Any,
                  measures: Callable[[Sequence[Any]], bool] | None = None,
-                 capturing: Callable[[], bool] | None = None) -> None:
+                 capturing: Callable[[], bool] | None = None,
+                 where: Callable[[Sequence[Any]], str] | None = None) -> None:
         self.routes = dict(candidates)
         self.default = default if default in self.routes else next(iter(self.routes))
         self.settle_fn = settle
@@ -129,6 +137,8 @@ class MeasuredRoute:
         self.key = key
         self.measures = measures
         self.capturing = capturing
+        self.where = where
+        self.device: str | None = None   # the measured operands' device name (`where`)
         self.best: dict[str, float] = {}
         self.measured: dict[str, float] = {}   # every route's best counted time, dropped ones too
         self.round = 0
@@ -150,7 +160,25 @@ class MeasuredRoute:
     def _settle(self, name: str) -> None:
         self.chosen = name
         _remember(self.key, name, self.measured)
+        if persistence is not None and self.device and self.measured:
+            persistence[1]((self.key, self.device), name)
         self.settle_fn(self.routes[name])
+
+    def _recalled(self, operands: Sequence[Any]) -> bool:
+        """Did an earlier process choose this problem's route on this device?  (Then it is
+        settled at once, nothing timed.)"""
+        if self.where is None or persistence is None:
+            return False
+        self.device = self.where(operands)
+        if not self.device:
+            return False   # (a device that cannot be named: this process only)
+        name = persistence[0]((self.key, self.device))
+        if name not in self.routes:
+            return False
+        self.chosen = name
+        _remember(self.key, name)
+        self.settle_fn(self.routes[name])
+        return True
 
     def __call__(self, *operands: Any) -> Any:
         if self.chosen is not None:   # settled by another thread meanwhile
@@ -162,6 +190,8 @@ class MeasuredRoute:
             return run(*operands)
         if self.capturing is not None and self.capturing():
             return self.routes[self.default](*operands)
+        if self.round == 0 and not self.best and self.device is None and self._recalled(operands):
+            return self.routes[self.chosen](*operands)   # type: ignore[index]
         while True:
             if not self.pending:   # a round ended in a dropped candidate
                 self._next_round()

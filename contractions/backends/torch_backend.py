@@ -274,6 +274,14 @@ def _on_cuda(operands: Sequence[Any]) -> bool:
     return getattr(operands[0], "is_cuda", False) is True
 
 
+def _device_name(operands: Sequence[Any]) -> str:
+    """The operands' CUDA device's name ('' where torch cannot say): routes are kept per device."""
+    try:
+        return str(torch.cuda.get_device_name(operands[0].device))
+    except (RuntimeError, AssertionError, AttributeError):
+        return ""
+
+
 def _sync(device: Any) -> None:
     torch.cuda.synchronize(device)
 
@@ -327,7 +335,8 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
                        else _einsum_along_path(schedule, path)) for name, path in found.items()]
         chooser = MeasuredRoute(candidates, _model_pick(schedule, found), settle, sync=lambda: _sync(device[0]),
                                 key=_key(schedule, options.preferred_element_type),
-                                measures=measures, capturing=lambda: _capturing())
+                                measures=measures, capturing=lambda: _capturing(),
+                                where=_device_name)
         run = chooser.entry()
     else:
         route_, _ = torch_route(schedule)

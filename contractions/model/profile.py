@@ -140,7 +140,7 @@ class Profile:
     ns_per_block_step: float = 2500.0
     ns_per_call: float = 2500.0
     ns_per_step: float = 2000.0
-    # The planner's own Python (schedule/tiers.py): the full search's fixed part (plan checks,
+    # The planner's own Python (calls/tiers.py): the full search's fixed part (plan checks,
     # the limit, blocking tests), its price per step it lowers (every candidate path of n
     # operands has n - 1 steps) and, past four operands, its path searches (opt_einsum's greedy
     # and dp, cotengra's).  Measured on the development VM (bench/first_call.py): 18 paths of

@@ -174,7 +174,7 @@ class Explanation:
     limit) and, pairwise, ``cost_ns`` (the time model's total: ``time_model`` names it, numpy's
     or the GPU's); else these are None.
     ``first_call`` says how `contract` plans a first call of these shapes with the default
-    ``optimize='auto'`` (`schedule.tiers`): its ``tier`` (``'full'``: the schedule above), and
+    ``optimize='auto'`` (`calls.tiers`): its ``tier`` (``'full'``: the schedule above), and
     for a cheaper tier its own path, modelled time and the call of this shape on which the full
     search (the schedule above) takes over; None where no tiers apply (an explicit
     ``optimize=``, a framework's own path, one einsum call: nothing to search).
@@ -273,6 +273,9 @@ class FirstCall:
         search = f"{self.search_ns / 1e6:.2g} ms"
         if self.tier == "full":
             return f"full search (the schedule above; its predicted {search} is paid at once)"
+        if self.tier == "stored":
+            return (f"stored plan (the full search's decisions, kept by an earlier process in the "
+                    f"plan store: its path lowered, no search; the search would cost {search})")
         if self.tier == "first":
             return (f"first tier (the structure's first call: one einsum per pair along the path "
                     f"of fewest FLOPs, nothing else planned): path {[tuple(p) for p in self.path]}, "

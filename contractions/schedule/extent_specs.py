@@ -2,7 +2,7 @@
 
 A `Schedule` is planned for one shape signature: its views, step results and finish hold
 concrete shapes.  The decisions behind them (path, kernels, result orders, matmul layouts) are
-the structure's: the 'reuse' tier (`schedule.tiers`) keeps them for other extents of the same
+the structure's: the 'reuse' tier (`calls.tiers`) keeps them for other extents of the same
 structure (the same labels, the same axes of extent 1, the same layouts).  `extent_specs`
 writes every shape of an unblocked schedule as a `Spec`: per axis, the labels whose extents
 multiply into it, so a runner compiled once per structure (`backends.any_extents`) computes its

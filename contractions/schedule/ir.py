@@ -161,7 +161,7 @@ class Blocking:
     ``storage`` order.  ``purpose`` says why: ``'memory'`` (the limit) or ``'cache'`` (a
     bandwidth-bound chain, its intermediates kept cache-sized).  ``base`` is the unblocked
     schedule these blocks cut, whose decisions a later shape of the same structure follows
-    (`schedule.tiers`, the reuse tier); not part of the schedule's identity.
+    (`calls.tiers`, the reuse tier); not part of the schedule's identity.
     """
 
     labels: Labels
@@ -198,7 +198,7 @@ class Schedule:
     ``priced_by`` names the prices' source (the cost model's ``priced_by``: a profile file or the
     built-in defaults; '' when the model does not say), which ``explain`` prints.
     ``along_path`` (a direct schedule): its einsum runs pair by pair along ``path``, one einsum
-    call per pair and nothing else planned (a structure's first call, `schedule.tiers`); a
+    call per pair and nothing else planned (a structure's first call, `calls.tiers`); a
     direct schedule without it is one einsum call of the whole string (numpy's C loop; torch
     follows ``path`` inside its one call either way).
     """

@@ -594,7 +594,7 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
     """The unbounded schedules `schedule_labels` chooses from (its arguments but the limit):
     one direct schedule, or one pairwise schedule per candidate path.
 
-    ``tier`` says how much of the search a default ``optimize='auto'`` runs (`schedule.tiers`):
+    ``tier`` says how much of the search a default ``optimize='auto'`` runs (`calls.tiers`):
     ``'full'`` prices every candidate path, ``'quick'`` only the one of fewest FLOPs, and
     ``'reuse'`` takes the schedule of ``follow`` (schedules of the same labels at other
     extents and of the same structure: labels, axes of extent 1, layouts) whose strategy these
@@ -655,11 +655,11 @@ def lower_candidates(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[S
                         _optimizer_name(optimize), cost_model)]
     if tier == "first":
         # a structure's first call: one einsum per pair along the path of fewest FLOPs, no step
-        # planned (`schedule.tiers` decides whether it runs so)
+        # planned (`calls.tiers` decides whether it runs so)
         found = _along_path(inputs, output, shapes, output_shape, extents, einsum, naive, cost_model)
         return [found] if found is not None else []
     if optimize in ("auto", "direct") and tier == "reuse":
-        # (the structure fixes the preparations' labels: `schedule.tiers` keys on it)
+        # (the structure fixes the preparations' labels: `calls.tiers` keys on it)
         known = [f for f in follow if f.strategy == "pairwise"]
         return [reextent(known[0], shapes, extents, naive, cost_model)] if known else []
     final_order = tuple(lab for lab in output if extents[lab] != 1)

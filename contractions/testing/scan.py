@@ -157,6 +157,10 @@ class CallSite:
     call passes `**something` (its supplements are then not visible in the source).
     `n_operands` is the number of positional operands after the subscripts, or None when
     `*args` is splatted. `other_keywords` lists the remaining keyword names (e.g. `precision`).
+    `misplaced_subscripts` is a string literal passed after a first argument that is not one
+    (``contract(x, 'ij->i')``: the subscripts are not first), else None. `packed_operands`
+    lists the positions of operands written as a list or tuple display of names, calls or
+    subscripts (``contract(s, [a, b])``: perhaps the operands packed into one).
     """
 
     path: str
@@ -170,6 +174,8 @@ class CallSite:
     literal_keywords: tuple[tuple[str, object], ...] = ()
     col: int = 1
     function: str = "contract"
+    misplaced_subscripts: str | None = None
+    packed_operands: tuple[int, ...] = ()
 
     @property
     def is_dynamic(self) -> bool:
@@ -208,6 +214,8 @@ class CallSite:
             "splats_kwargs": self.splats_kwargs,
             "n_operands": self.n_operands,
             "other_keywords": list(self.other_keywords),
+            "misplaced_subscripts": self.misplaced_subscripts,
+            "packed_operands": list(self.packed_operands),
         }
 
 
@@ -690,7 +698,16 @@ def _call_site(call: ast.Call, callee: tuple[str, str], path: Path, strings: _St
         n_operands=n_operands,
         other_keywords=other,
         literal_keywords=literals,
+        misplaced_subscripts=None if subscripts is not None or subscripts_node is None else next(
+            (text for node in positional if (text := strings.value(node)) is not None), None),
+        packed_operands=tuple(k for k, node in enumerate(positional) if _is_packed(node)),
     )
+
+
+def _is_packed(node: ast.expr) -> bool:
+    """Is ``node`` a list or tuple display of names, calls or subscripts (arrays, perhaps)?"""
+    return isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts) and all(
+        isinstance(item, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) for item in node.elts)
 
 
 def _call_sites(

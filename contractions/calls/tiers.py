@@ -39,6 +39,7 @@ tier alike), a zero extent, an explicit ``optimize=`` and a cost model that decl
 always go to the full search.
 
 >>> from contractions.plan import make_plan
+>>> from contractions.calls.remembered import clear_templates
 >>> clear_templates()                      # (as in a fresh process: no structure planned yet)
 >>> plan = make_plan('WCa,Caib,WCi->WCb', ((40, 2, 30), (2, 30, 50, 60), (40, 2, 50)), ())
 >>> first_schedule(plan).tier in ('quick', 'full')
@@ -50,25 +51,40 @@ True
 
 from __future__ import annotations
 
+import json
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from ..model.numpy_prices import NUMPY_MODEL
 from ..model.profile import active_profile
 from ..model.protocol import CostModel
-from ..plan import PLAN_CACHE_SIZE, Plan
-from .blocking import as_one_einsum, block_like, make_schedule
-from .ir import Schedule, evolve
-from .lowering import lower_candidates
-from .memory import _resolve_limit
-from .paths import normalise_optimize
+from ..plan import Plan
+from ..schedule import Schedule, make_schedule
+from ..schedule.blocking import as_one_einsum, block_like
+from ..schedule.decisions import decisions_of, from_decisions
+from ..schedule.ir import evolve
+from ..schedule.lowering import lower_candidates
+from ..schedule.memory import _resolve_limit
+from ..schedule.paths import normalise_optimize
+from .remembered import keep_template, mark_first, structure_key, templates_of
+from .store import active_store
 
 #: The full search runs once its predicted cost is at most this share of the predicted time
 #: the shape's calls have run, the call it plans included: planning costs at most a tenth
 #: of the running (so a large first call takes at most ~1.1x its warm call).
 SEARCH_FRACTION = 0.1
+
+
+def upgrade_after(search_ns: float, cost_ns: float) -> int:
+    """The call of a shape that runs the full search, counting the first as 1: the first
+    whose running time so far (``cost_ns`` a call) pays `SEARCH_FRACTION` for the search
+    (``search_ns``).  The one rule of when planning pays for itself; 1 or less: at once.
+
+    >>> upgrade_after(1_000_000, 20_000), upgrade_after(1_000_000, 20_000_000)
+    (500, 1)
+    """
+    return math.ceil(search_ns / (SEARCH_FRACTION * max(cost_ns, 1.0)))
 
 
 @dataclass(frozen=True)
@@ -86,65 +102,6 @@ class FirstPlan:
     tier: str
     search_ns: float
     upgrade_after: int
-
-
-# The structures planned so far: a structure's key -> its strategy ('direct' or 'pairwise') ->
-# (its latest schedule of that strategy, the tier that made it), and under 'first' the
-# schedule of its first call where that ran unplanned (never followed).  A full search's
-# schedule replaces a cheaper tier's, never the other way round.  Bounded like the other caches keyed
-# on callers' strings: cleared when full.
-_TEMPLATES: dict[tuple[Any, ...], dict[str, tuple[Schedule, str]]] = {}
-_LOCK = threading.Lock()
-
-
-def structure_key(plan: Plan, layouts: tuple[int, ...] | None, use_einsum: bool,
-                  cost_model: CostModel) -> tuple[Any, ...]:
-    """The key of ``plan``'s structure: what a schedule's decisions depend on but its extents."""
-    if layouts is not None and not any(layouts):
-        layouts = None
-    exp = plan.expansion
-    # (which axes of which operands are 1: a label of extent 1 everywhere is dropped, an axis
-    # of 1 that broadcasts is squeezed away; either changes the decisions)
-    return (exp.inputs, exp.output, tuple(n == 1 for shape in plan.shapes for n in shape), layouts,
-            use_einsum, cost_model)
-
-
-def _remember(key: tuple[Any, ...], schedule: Schedule, tier: str) -> None:
-    blocking = schedule.blocking
-    if blocking is not None and (blocking.purpose != "memory" or blocking.base is None):
-        return  # cache-sized blocks: the full search weighs them per shape
-    with _LOCK:
-        known = _TEMPLATES.get(key)
-        if known is None:
-            if len(_TEMPLATES) >= PLAN_CACHE_SIZE:
-                _TEMPLATES.clear()
-            known = _TEMPLATES[key] = {}
-        if tier == "full" or known.get(schedule.strategy, (None, ""))[1] != "full":
-            known[schedule.strategy] = (schedule, tier)
-
-
-def templates_of(key: tuple[Any, ...]) -> dict[str, tuple[Schedule, str]]:
-    """The schedules known for the structure ``key`` (`structure_key`), by strategy."""
-    return _TEMPLATES.get(key, _NONE)
-
-
-_NONE: dict[str, tuple[Schedule, str]] = {}
-
-
-def _mark_first(key: tuple[Any, ...], schedule: Schedule) -> None:
-    """Note that the structure ``key`` had its first call, unplanned (``schedule``, kept under
-    ``'first'``: never followed, only its extents are read)."""
-    with _LOCK:
-        if key not in _TEMPLATES:
-            if len(_TEMPLATES) >= PLAN_CACHE_SIZE:
-                _TEMPLATES.clear()
-            _TEMPLATES[key] = {"first": (schedule, "first")}
-
-
-def clear_templates() -> None:
-    """Forget every structure planned so far (the next call of each plans afresh)."""
-    with _LOCK:
-        _TEMPLATES.clear()
 
 
 def search_ns(n_operands: int, model: CostModel = NUMPY_MODEL) -> float:
@@ -195,7 +152,41 @@ def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_ei
     if layouts is not None and not any(layouts):
         layouts = None
     if normalise_optimize(optimize) == "auto":
-        _remember(structure_key(plan, layouts, use_einsum, cost_model), schedule, "full")
+        keep_template(structure_key(plan, layouts, use_einsum, cost_model), schedule, "full")
+
+
+def full_search(plan: Plan, optimize: Any = "auto", use_einsum: bool = True, memory_limit: Any = None,
+                layouts: tuple[int, ...] | None = None, cost_model: CostModel = NUMPY_MODEL,
+                keep: bool = True) -> tuple[Schedule, bool]:
+    """The full search's schedule of ``plan`` and whether the plan store gave it: its stored
+    decisions for this structure at these extents lowered again (`schedule.decisions`), else
+    the search (`make_schedule`), whose decisions the store then keeps (unless ``keep`` is
+    False: a report).  Only the default ``optimize='auto'`` is stored."""
+    store = active_store() if normalise_optimize(optimize) == "auto" else None
+    if store is not None:
+        key = store_key(plan, use_einsum, memory_limit, layouts, cost_model)
+        decisions = store.get(key)
+        if decisions is not None:
+            found = from_decisions(plan, decisions, use_einsum, memory_limit, layouts, cost_model)
+            if found is not None:
+                return found, True
+            store.drop(key, "does not fit the call it was found for")
+    schedule = make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=memory_limit,
+                             layouts=layouts, cost_model=cost_model)
+    if store is not None and keep:
+        store.put(key, decisions_of(schedule))
+    return schedule, False
+
+
+def store_key(plan: Plan, use_einsum: bool, memory_limit: Any, layouts: tuple[int, ...] | None,
+              cost_model: CostModel) -> str:
+    """The plan store's key of a full search: the structure (`structure_key`, its cost model by
+    name), the extents and the memory limit it was planned for, as JSON text."""
+    inputs, output, ones, layouts, use_einsum, _ = structure_key(plan, layouts, use_einsum, cost_model)
+    model = f"{type(cost_model).__name__}:{getattr(cost_model, 'name', '')}"
+    limit = memory_limit if memory_limit is None or isinstance(memory_limit, (int, str)) else repr(memory_limit)
+    return json.dumps([inputs, output, ones, layouts, use_einsum, model, limit, plan.extents],
+                      separators=(",", ":"))
 
 
 def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
@@ -213,28 +204,25 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         layouts = None
     search = search_ns(len(plan.shapes), cost_model)
 
-    def full_schedule() -> Schedule:
-        schedule = make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=memory_limit,
-                                 layouts=layouts, cost_model=cost_model)
+    def full() -> FirstPlan:
+        schedule, stored = full_search(plan, optimize, use_einsum, memory_limit, layouts, cost_model,
+                                       keep=remember)
         if remember:
             remember_full(plan, schedule, optimize, use_einsum, layouts, cost_model)
-        return schedule
-
-    def full() -> FirstPlan:
-        return FirstPlan(full_schedule(), "full", search, 0)
+        return FirstPlan(schedule, "stored" if stored else "full", search, 0)
 
     if (normalise_optimize(optimize) != "auto" or 0 in plan.extents
             or not getattr(cost_model, "cheap_first_plans", True)):
         return full()
     key = structure_key(plan, layouts, use_einsum, cost_model)
-    entry = _TEMPLATES.get(key)
+    entry = templates_of(key)
     known = tuple(schedule for schedule, _ in entry.values() if not schedule.along_path) if entry else ()
     exp = plan.expansion
     # The first tier: the structure's first call, and any call at the same extents before
     # anything is planned (a split of a co-travelling run is the same contraction: it runs the
     # same einsum calls, so every split gives the same bits)
     first = entry.get("first") if entry else None
-    unplanned = entry is None or (not known and first is not None
+    unplanned = not entry or (not known and first is not None
                                   and first[0].extents == dict(enumerate(plan.extents)))
     tier = "reuse" if known else "first" if unplanned and along_path else "quick"
     # (a blocked run is followed through the unblocked schedule its blocks cut)
@@ -251,7 +239,7 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
             if (along.cost_ns <= quick_ns(len(plan.shapes), cost_model)
                     and (limit is None or along.peak_extra <= limit)):
                 if remember:
-                    _mark_first(key, along)
+                    mark_first(key, along)
                 return FirstPlan(evolve(along, memory_limit=limit), "first", search, 2)
             cheap = []   # planning can pay for itself on this call: the quick tier
     if not cheap:  # none of this strategy, or it did not fit these labels; or not the first tier
@@ -264,7 +252,7 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         # one einsum call (a small problem): every tier plans it alike, nothing to search (its
         # path, which only explain and JAX read, is the structure's where one was planned)
         if remember and tier == "quick":
-            _remember(key, schedule, "full")
+            keep_template(key, schedule, "full")
         return FirstPlan(evolve(schedule, memory_limit=limit), "full", 0.0, 0)
     if limit is not None and schedule.peak_extra > limit:
         # The full search would search for blocks too (`blocks_search_ns`).  The reuse tier
@@ -276,10 +264,10 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         if blocked is None:
             return full()
         schedule = blocked
-    upgrade_after = math.ceil(search / (SEARCH_FRACTION * max(schedule.cost_ns, 1.0)))
-    if upgrade_after <= 1:
+    after = upgrade_after(search, schedule.cost_ns)
+    if after <= 1:
         return full()
     if tier == "quick" and remember:
-        _remember(key, schedule, tier)
+        keep_template(key, schedule, tier)
     return FirstPlan(as_one_einsum(evolve(schedule, memory_limit=limit), "auto", cost_model), tier,
-                     search, upgrade_after)
+                     search, after)

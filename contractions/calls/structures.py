@@ -2,7 +2,7 @@
 
 A loop whose shapes change on every call (ragged tensor-train ranks, a growing probe count)
 meets a new shape of a known string on almost every call.  The 'reuse' tier
-(`schedule.tiers`) already plans such a call without a search: it keeps the structure's
+(`calls.tiers`) already plans such a call without a search: it keeps the structure's
 decisions (path, kernels, result orders, matmul layouts).  A `Structure` goes one step further:
 it keeps the structure's *compiled program*, whose shapes are read from the call's extents
 (`backends.any_extents`), so a new shape costs its extents, a price check and the arithmetic:
@@ -15,8 +15,8 @@ errors included) whenever one fails:
 * no extent is 0 (the full search's case);
 * the strategy the extents take (one einsum call for small work, else the steps) has a
   template: a schedule of this structure planned before;
-* for the steps: the full search does not pay at once (`tiers.SEARCH_FRACTION` of the call's
-  modelled time, priced by scaling the template's prices by FLOPs), and the peak at these
+* for the steps: the full search does not pay at once (`tiers.upgrade_after`, the call's
+  modelled time priced by scaling the template's prices by FLOPs), and the peak at these
   extents is within the memory limit.
 
 The shape then joins the hot dict as the reuse tier's provisional runner: its
@@ -35,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from .model.protocol import CostModel
-from .plan import PLAN_CACHE_SIZE, Plan
-from .schedule import EINSUM_LETTERS, Schedule, tiers
-from .schedule.extent_specs import extent_specs, peak_at, price_at
-from .schedule.lowering import DIRECT_MAX_OPERANDS
-from .schedule.memory import _resolve_limit
-from .schedule.tiers import SEARCH_FRACTION, structure_key, templates_of
+from ..model.protocol import CostModel
+from ..plan import PLAN_CACHE_SIZE, Plan
+from ..schedule import EINSUM_LETTERS, Schedule
+from ..schedule.extent_specs import extent_specs, peak_at, price_at
+from ..schedule.lowering import DIRECT_MAX_OPERANDS
+from ..schedule.memory import _resolve_limit
+from . import tiers
+from .remembered import structure_key, templates_of
 
 __all__ = ["DECLINED", "Structure", "structure_key_of"]
 
@@ -171,10 +172,10 @@ class Structure:
             template = one_call[0]
             cost = template.cost_ns * naive / max(1, math.prod(
                 [template.extents[lab] for lab in self.distinct]))
-            upgrade_after = math.ceil(self.search / (SEARCH_FRACTION * max(cost, 1.0)))
-            if upgrade_after <= 1:
+            after = tiers.upgrade_after(self.search, cost)
+            if after <= 1:
                 return DECLINED
-            return self.provisional(one_call[1], upgrade_after, shapes)
+            return self.provisional(one_call[1], after, shapes)
         if program is None:
             return DECLINED
         schedule, compiled = program
@@ -184,12 +185,12 @@ class Structure:
             return DECLINED
         specs, for_shape = compiled
         price = price_at(specs, ext)
-        upgrade_after = math.ceil(self.search / (SEARCH_FRACTION * max(price.cost_ns, 1.0)))
-        if upgrade_after <= 1:
+        after = tiers.upgrade_after(self.search, price.cost_ns)
+        if after <= 1:
             return DECLINED   # large work: the full search pays at once
         if base is None and self._beyond_limit(shapes, ext, schedule, price.steps_size):
             return DECLINED   # another order or blocks: the full search's job
-        return self.provisional(for_shape(ext), upgrade_after, shapes)
+        return self.provisional(for_shape(ext), after, shapes)
 
     def _blocked_base(self) -> Schedule | None:
         """The unblocked schedule a blocked steps template cut, or None."""
