@@ -31,7 +31,7 @@ PAGE_INTRO = (
     "Each section is written by its own script (`bench/README.md`)."
 )
 # Kept across clears: measurements of this host that any earlier call has already paid for.
-KEPT_MODULES = frozenset({"contractions.matmul_model", "contractions.torch_model", "contractions.caching"})
+KEPT_MODULES = frozenset({"contractions.model.torch_prices", "contractions.caching"})
 
 
 def clear_engine_caches() -> int:

@@ -68,7 +68,7 @@ from vocabulary import make_case, vocabulary  # noqa: E402
 import contractions  # noqa: E402
 from contractions import contract, explanation, make_plan, make_schedule  # noqa: E402
 from contractions.backends import BackendOptions, measured  # noqa: E402
-from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL  # noqa: E402
+from contractions.model.gpu_prices import CUPY_MODEL, TORCH_CUDA_MODEL  # noqa: E402
 
 TOL = 1e-3
 TOL_JAX = 1e-2

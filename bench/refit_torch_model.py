@@ -43,7 +43,7 @@ from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path  # noqa: E402
 from contractions.calibrate import fit_torch_prices  # noqa: E402
 from contractions.model.profile import save_profile  # noqa: E402
-from contractions.torch_model import TORCH_MODEL, TorchCostModel  # noqa: E402
+from contractions.model.torch_prices import TORCH_MODEL, TorchCostModel  # noqa: E402
 
 FIELDS = ("torch_ns_per_op", "torch_ns_per_matmul_call", "torch_ns_per_einsum_call",
           "torch_ns_per_einsum_pair", "torch_ns_per_mac", "torch_ns_per_copied_element",

@@ -383,7 +383,7 @@ def fit_torch_prices(rows: list[tuple[Any, float, float]], base: Profile) -> Pro
     steps on torch, seconds of one torch.einsum along its path): non-negative least squares on
     relative error over both routes (`TorchCostModel.steps_features`, ``einsum_features``: both
     routes are linear in the prices).  ``bench/refit_torch_model.py`` measures the rows."""
-    from .torch_model import TorchCostModel
+    from .model.torch_prices import TorchCostModel
 
     model = TorchCostModel(base)
     design, target = [], []

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from contractions.errors import MemoryLimitError
 from contractions.model.numpy_prices import NUMPY_MODEL, NumpyCostModel
+from contractions.model.torch_prices import TORCH_MODEL
 from contractions.schedule import blocking, lowering
 from contractions.schedule.ir import FORTRAN, STRIDED
 from contractions.schedule.lowering import Candidates, _step_floors, lower_candidates
-from contractions.torch_model import TORCH_MODEL
 
 LETTERS = "abcdefgh"
 EXTENTS = (1, 2, 3, 5, 8, 17, 32, 64, 127, 256)

@@ -27,7 +27,7 @@ from contractions import (
     make_schedule,
 )
 from contractions.backends import backend_for, backend_named, measured
-from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL, GpuCostModel
+from contractions.model.gpu_prices import CUPY_MODEL, TORCH_CUDA_MODEL, GpuCostModel
 
 from . import _fake_cupy
 from ._references import loop_reference

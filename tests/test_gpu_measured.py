@@ -15,7 +15,7 @@ import pytest
 from contractions import contract, contract_expression, explain, make_plan, make_schedule
 from contractions.backends import BackendOptions, cupy_backend, measured
 from contractions.calls import runners
-from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL
+from contractions.model.gpu_prices import CUPY_MODEL, TORCH_CUDA_MODEL
 
 from . import _fake_cupy
 
@@ -260,7 +260,7 @@ def test_torch_cuda_real_timer_syncs_while_measuring_only(torch_cuda):
 def test_torch_cpu_is_never_measured(monkeypatch, fresh):
     torch = pytest.importorskip("torch")
     from contractions.backends import torch_backend
-    from contractions.torch_model import TORCH_MODEL
+    from contractions.model.torch_prices import TORCH_MODEL
 
     def no_timing(*args):
         raise AssertionError("a CPU call was timed")

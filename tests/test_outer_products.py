@@ -95,7 +95,7 @@ def test_float16_and_integer_outer_products_keep_numpy_dtypes():
 
 
 def test_torch_keeps_its_one_broadcast_kernel():
-    torch_model = pytest.importorskip("contractions.torch_model")
+    torch_model = pytest.importorskip("contractions.model.torch_prices")
     prices = torch_model.TORCH_MODEL.outer_product_ns(1 << 20, 40)
     assert set(prices) == {"multiply"}
 

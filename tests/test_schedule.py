@@ -491,8 +491,7 @@ def test_plain_array_likes_are_converted_and_junk_is_refused():
 
 
 # ------------------------------------------------------------------ one-way layers
-STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "matmul_model", "torch_model",
-          "gpu_model", "schedule", "compat", "backends", "checks", "calls", "api", "plotting", "explaining",
+STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", "schedule", "compat", "backends", "checks", "calls", "api", "plotting", "explaining",
           "expressions"]
 
 
@@ -746,7 +745,7 @@ def test_a_large_scaling_written_in_another_order_runs_as_einsums_loop(subscript
     assert [s.kernel for s in expr.schedule.steps] == [kernel]
     close(expr(x, y), np.einsum(subscripts, x, y))
     # torch's model offers no einsum kernel for broadcast products: always np.multiply there
-    from contractions.torch_model import TORCH_MODEL
+    from contractions.model.torch_prices import TORCH_MODEL
     assert TORCH_MODEL.permuted_within_einsum_elements() == 0
 
 

@@ -19,8 +19,7 @@ from contractions import (
     identifiability,
     make_plan,
 )
-from contractions.backends.any_extents import compile_any_extents
-from contractions.backends.compile import compile_schedule
+from contractions.backends.compile import compile_any_extents, compile_schedule
 from contractions.backends.numpy_backend import NUMPY_OPS
 from contractions.calls import remembered, runners, tiers
 from contractions.model.numpy_prices import NUMPY_MODEL
@@ -197,7 +196,7 @@ def test_every_tier_computes_the_contraction(problem, step_a, step_b):
         specs = extent_specs(schedule)
         assert specs is not None
         ext = plans[1].extents
-        np.testing.assert_array_equal(compile_any_extents(schedule, specs, NUMPY_OPS)(ext, *arrays[1]),
+        np.testing.assert_array_equal(compile_any_extents(schedule, specs, NUMPY_OPS)(ext)(*arrays[1]),
                                       compile_schedule(followed[0], NUMPY_OPS)(*arrays[1]))
         price = price_at(specs, ext)
         assert price.flops == followed[0].flops
@@ -213,7 +212,7 @@ def test_every_tier_computes_the_contraction(problem, step_a, step_b):
 
 
 def test_a_gpu_model_plans_every_first_call_fully(search_is_dear):
-    from contractions.gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL
+    from contractions.model.gpu_prices import CUPY_MODEL, TORCH_CUDA_MODEL
 
     plan = make_plan(STRING, MID, ())
     assert tiers.first_schedule(plan, memory_limit="default").tier == "quick"   # numpy's prices

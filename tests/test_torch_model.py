@@ -20,8 +20,8 @@ from contractions.backends import BackendOptions, torch_backend  # noqa: E402
 from contractions.backends.compile import compile_schedule  # noqa: E402
 from contractions.backends.torch_backend import TORCH_OPS, _einsum_along_path, torch_route  # noqa: E402
 from contractions.calls import runners, tiers  # noqa: E402
+from contractions.model.torch_prices import TORCH_MODEL, torch_default_path  # noqa: E402
 from contractions.testing.oracle import loop_contract  # noqa: E402
-from contractions.torch_model import TORCH_MODEL, torch_default_path  # noqa: E402
 
 from ._vocabulary import random_problem, vocabulary  # noqa: E402
 
@@ -142,7 +142,7 @@ def test_explain_reports_the_torch_route():
 
 
 def test_model_module_imports_no_torch():
-    code = ("import sys\nimport contractions.torch_model as m\nfrom contractions import make_plan, "
+    code = ("import sys\nimport contractions.model.torch_prices as m\nfrom contractions import make_plan, "
             "make_schedule\ns = make_schedule(make_plan('Wa,ab,b->W', ((2, 3), (3, 4), (4,)), ()))\n"
             "m.TORCH_MODEL.choose(s)\nprint('torch' in sys.modules)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
@@ -151,7 +151,7 @@ def test_model_module_imports_no_torch():
     assert proc.stdout.split() == ["False"]
 
 
-@pytest.mark.parametrize("module", ["contractions.torch_model", "contractions.backends.torch_backend",
+@pytest.mark.parametrize("module", ["contractions.model.torch_prices", "contractions.backends.torch_backend",
                                     "contractions.backends.torch_compile_hook"])
 def test_docstring_examples(module):
     import doctest

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu_model import CUPY_MODEL, TORCH_CUDA_MODEL  # pure Python: imports no framework
-from ..torch_model import TORCH_MODEL  # pure Python: imports no torch
+from ..model.gpu_prices import CUPY_MODEL, TORCH_CUDA_MODEL  # pure Python: imports no framework
+from ..model.torch_prices import TORCH_MODEL  # pure Python: imports no torch
 
 __all__ = [
     "Backend",
@@ -62,8 +62,9 @@ class Backend:
     the default ``optimize`` the framework chooses the pairwise order itself and ``compile`` is
     called with ``schedule=None``; JAX, whose jitted programs XLA runs fastest that way),
     ``cost_model`` (the `model.protocol.CostModel` its schedules are planned with; None: numpy's.
-    torch: `torch_model.TORCH_MODEL`, which also decides whether a schedule runs as its steps
-    or as one einsum call along a path; CuPy and torch on CUDA: `gpu_model`'s GPU models).
+    torch: `model.torch_prices.TORCH_MODEL`, which also decides whether a schedule runs as its
+    steps or as one einsum call along a path; CuPy and torch on CUDA: `model.gpu_prices`' GPU
+    models).
     ``einsum_along_path`` (its one einsum call of a direct schedule can follow a pairwise
     path: numpy one einsum call per pair, torch its C++ einsum's own path; a structure's first
     call may then run unplanned, `calls.tiers`).
@@ -136,8 +137,8 @@ def _is_array_api(op: Any) -> bool:
 
 
 # Blocks are written in place, which torch.vmap cannot batch: only an explicit limit blocks.
-# Priced for torch: one torch.einsum call along a path, or the steps (torch_model.py); on a
-# CUDA device for the GPU (gpu_model.py), whose steps are never einsum calls.
+# Priced for torch: one torch.einsum call along a path, or the steps (model/torch_prices.py); on
+# a CUDA device for the GPU (model/gpu_prices.py), whose steps are never einsum calls.
 _TORCH = Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",
                  cost_model=TORCH_MODEL, variant=_torch_on_device, einsum_along_path=True)
 _TORCH_CUDA = Backend("torch", "torch", _is_torch, "contractions.backends.torch_backend",

@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..schedule import Finish, Preparation, Schedule, Step, View, path_einsums, scratch_sites, step_tokens
+from ..schedule.extent_specs import ExtentSpecs, Spec, StepSpecs, resolve
 
-__all__ = ["ArrayOps", "compile_schedule"]
+__all__ = ["ArrayOps", "compile_any_extents", "compile_schedule", "finisher"]
 
 Fn = Callable[[Any], Any]
 
@@ -70,77 +71,84 @@ class ArrayOps:
     scratch_min_elements: int = 0
 
 
-def _chain(fns: Sequence[Fn]) -> Fn | None:
-    fns = list(fns)
-    if not fns:
-        return None
-    if len(fns) == 1:
-        return fns[0]
-
-    def run(x: Any) -> Any:
-        for fn in fns:
-            x = fn(x)
-        return x
-
-    return run
-
-
 NO_SCRATCH = (0, 0, 0)
 
+Table = tuple[tuple[int, ...], ...]
+Run = Callable[[Any, Table], Any]   # one operand (or result) and the program's shape table
 
-def _view_fn(view: View, ops: ArrayOps, scratch: int = 0) -> Fn:
+
+class _Shapes:
+    """The shapes a compiled program reads, one slot each, in the order its closures index
+    them: every reshape reads its shape from the table the call passes (``t[slot]``).  A
+    fixed-shape program's table holds the schedule's own shapes (`table`); a program compiled
+    for every extent of its structure resolves each slot's spec (the labels whose extents
+    multiply into each axis, `schedule.extent_specs`) at a shape's extents (`table_at`).  So
+    one program runs both: a fixed shape is the program with its table bound."""
+
+    __slots__ = ("shapes", "specs")
+
+    def __init__(self) -> None:
+        self.shapes: list[tuple[int, ...]] = []
+        self.specs: list[Spec | None] = []
+
+    def slot(self, shape: tuple[int, ...], spec: Spec | None = None) -> int:
+        self.shapes.append(tuple(shape))
+        self.specs.append(spec)
+        return len(self.shapes) - 1
+
+    def table(self) -> Table:
+        return tuple(self.shapes)
+
+    def table_at(self, ext: Any) -> Table:
+        return tuple(resolve(spec, ext) if spec is not None else shape
+                     for shape, spec in zip(self.shapes, self.specs))
+
+
+def _view_fn(view: View, spec: Spec | None, ops: ArrayOps, shapes: _Shapes, scratch: int = 0) -> Run:
     # One closure per case, decided here, so a call pays one Python frame per operand view.
-    perm, shape = view.permutation, view.shape
+    perm, i = view.permutation, shapes.slot(view.shape, spec)
     permute, reshape, swap = ops.permute, ops.reshape, ops.swap_last
     contiguous = ops.contiguous
     if scratch and ops.scratch_contiguous is not None:
         contiguous = functools.partial(_into_scratch, ops.scratch_contiguous, scratch)
     if view.gather:
         if perm is None:
-            return lambda x: reshape(contiguous(x), shape)
-        return lambda x: reshape(contiguous(permute(x, perm)), shape)
+            return lambda x, t: reshape(contiguous(x), t[i])
+        return lambda x, t: reshape(contiguous(permute(x, perm)), t[i])
     if view.contiguous_first:
         if perm is None and not view.swap_last:
-            return lambda x: reshape(contiguous(x), shape)
+            return lambda x, t: reshape(contiguous(x), t[i])
         if perm is None:
-            return lambda x: swap(reshape(contiguous(x), shape))
+            return lambda x, t: swap(reshape(contiguous(x), t[i]))
         if not view.swap_last:
-            return lambda x: reshape(permute(contiguous(x), perm), shape)
-        return lambda x: swap(reshape(permute(contiguous(x), perm), shape))
+            return lambda x, t: reshape(permute(contiguous(x), perm), t[i])
+        return lambda x, t: swap(reshape(permute(contiguous(x), perm), t[i]))
     if perm is None:
-        return lambda x: reshape(x, shape)
+        return lambda x, t: reshape(x, t[i])
     if view.swap_last:
-        return lambda x: swap(reshape(permute(x, perm), shape))
-    return lambda x: reshape(permute(x, perm), shape)
+        return lambda x, t: swap(reshape(permute(x, perm), t[i]))
+    return lambda x, t: reshape(permute(x, perm), t[i])
 
 
-def _permute(permute: Callable[..., Any], perm: tuple[int, ...], x: Any) -> Any:
-    return permute(x, perm)
+def _prep_fn(prep: Preparation, spec: Spec | None, ops: ArrayOps, shapes: _Shapes) -> Run | None:
+    if prep.is_identity:
+        return None
+    transpose, diagonals, sum_axes = prep.transpose, prep.diagonals, prep.sum_axes
+    permute, reshape, diagonal, total = ops.permute, ops.reshape, ops.diagonal, ops.sum
+    i = None if prep.squeeze is None else shapes.slot(prep.squeeze, spec)
 
+    def prepare(x: Any, t: Table) -> Any:
+        if transpose is not None:
+            x = permute(x, transpose)
+        if i is not None:
+            x = reshape(x, t[i])
+        for a, b in diagonals:
+            x = diagonal(x, a, b)
+        if sum_axes:
+            x = total(x, sum_axes)
+        return x
 
-def _reshape(reshape: Callable[..., Any], shape: tuple[int, ...], x: Any) -> Any:
-    return reshape(x, shape)
-
-
-def _diagonal(diagonal: Callable[..., Any], a: int, b: int, x: Any) -> Any:
-    return diagonal(x, a, b)
-
-
-def _sum(total: Callable[..., Any], axes: tuple[int, ...], x: Any) -> Any:
-    return total(x, axes)
-
-
-def _prep_fn(prep: Preparation, ops: ArrayOps) -> Fn | None:
-    fns: list[Fn] = []
-    if prep.transpose is not None:
-        fns.append(functools.partial(_permute, ops.permute, prep.transpose))
-    if prep.squeeze is not None:
-        fns.append(functools.partial(_reshape, ops.reshape, prep.squeeze))
-    for a, b in prep.diagonals:
-        fns.append(functools.partial(_diagonal, ops.diagonal, a, b))
-    if prep.sum_axes:
-        fns.append(functools.partial(_sum, ops.sum, prep.sum_axes))
-    return _chain(fns)
+    return prepare
 
 
 def _sites(schedule: Schedule, ops: ArrayOps) -> tuple[tuple[int, int, int], ...]:
@@ -154,83 +162,111 @@ def _into_scratch(scratch: Callable[..., Any], capacity: int, *arrays: Any) -> A
     return scratch(*arrays, capacity)
 
 
-def _step_fn(step: Step, ops: ArrayOps, intermediate: bool = False,
-             scratch: tuple[int, int, int] = NO_SCRATCH) -> Callable[[Any, Any], Any]:
+def _step_fn(step: Step, specs: StepSpecs | None, ops: ArrayOps, shapes: _Shapes,
+             intermediate: bool = False, scratch: tuple[int, int, int] = NO_SCRATCH
+             ) -> Callable[[Any, Any, Table], Any]:
     """The kernel of one step; ``intermediate``: its result feeds another step; ``scratch``:
     the scratch buffers (elements; 0: fresh) of its left gather, right gather and result
-    (`scratch_sites`)."""
-    kernel: Callable[[Any, Any], Any]
+    (`scratch_sites`); ``specs``: its shapes' specs (a program for every extent), else None."""
+    kernel: Callable[[Any, Any, Table], Any]
+    x_spec = y_spec = result_spec = wide_spec = None
+    if specs is not None:
+        x_spec, y_spec, result_spec, wide_spec = specs.x_view, specs.y_view, specs.result, specs.wide
     if step.kernel == "einsum" and step.x_view is not None and step.y_view is not None:
-        vx, vy, einsum, subscripts = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.einsum, step.einsum
+        vx, vy = _view_fn(step.x_view, x_spec, ops, shapes, scratch[0]), _view_fn(step.y_view, y_spec, ops, shapes, scratch[1])
+        einsum, subscripts = ops.einsum, step.einsum
 
-        def kernel(x: Any, y: Any) -> Any:
-            return einsum(subscripts, vx(x), vy(y))
+        def kernel(x: Any, y: Any, t: Table) -> Any:
+            return einsum(subscripts, vx(x, t), vy(y, t))
 
     elif step.kernel == "einsum":
-        kernel = functools.partial(ops.einsum, step.einsum)
+        einsum, subscripts = ops.einsum, step.einsum
+
+        def kernel(x: Any, y: Any, t: Table) -> Any:
+            return einsum(subscripts, x, y)
+
     elif step.kernel == "multiply":
         assert step.x_view is not None and step.y_view is not None
-        vx, vy, multiply = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.multiply
+        vx, vy = _view_fn(step.x_view, x_spec, ops, shapes, scratch[0]), _view_fn(step.y_view, y_spec, ops, shapes, scratch[1])
+        multiply = ops.multiply
 
-        def kernel(x: Any, y: Any) -> Any:
-            return multiply(vx(x), vy(y))
+        def kernel(x: Any, y: Any, t: Table) -> Any:
+            return multiply(vx(x, t), vy(y, t))
 
     else:
         assert step.x_view is not None and step.y_view is not None
-        vx, vy, reshape = _view_fn(step.x_view, ops, scratch[0]), _view_fn(step.y_view, ops, scratch[1]), ops.reshape
+        vx, vy = _view_fn(step.x_view, x_spec, ops, shapes, scratch[0]), _view_fn(step.y_view, y_spec, ops, shapes, scratch[1])
+        reshape = ops.reshape
         matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
         if intermediate and scratch[2] and ops.scratch_matmul is not None and not step.reduce:
             matmul = functools.partial(_into_scratch, ops.scratch_matmul, scratch[2])
-        shape = step.result_shape
         if step.reduce:
             # promoted contracted labels: the product keeps them as batch axes, then sums them
-            wide, axes, total = step.wide_shape, step.reduce_axes, ops.sum
+            w, axes, total = shapes.slot(step.wide_shape, wide_spec), step.reduce_axes, ops.sum
             if step.swap:
 
-                def kernel(x: Any, y: Any) -> Any:
-                    return total(reshape(matmul(vy(y), vx(x)), wide), axes)
+                def kernel(x: Any, y: Any, t: Table) -> Any:
+                    return total(reshape(matmul(vy(y, t), vx(x, t)), t[w]), axes)
 
             else:
 
-                def kernel(x: Any, y: Any) -> Any:
-                    return total(reshape(matmul(vx(x), vy(y)), wide), axes)
-
-        elif step.swap:
-
-            def kernel(x: Any, y: Any) -> Any:
-                return reshape(matmul(vy(y), vx(x)), shape)
+                def kernel(x: Any, y: Any, t: Table) -> Any:
+                    return total(reshape(matmul(vx(x, t), vy(y, t)), t[w]), axes)
 
         else:
+            r = shapes.slot(step.result_shape, result_spec)
+            if step.swap:
 
-            def kernel(x: Any, y: Any) -> Any:
-                return reshape(matmul(vx(x), vy(y)), shape)
+                def kernel(x: Any, y: Any, t: Table) -> Any:
+                    return reshape(matmul(vy(y, t), vx(x, t)), t[r])
+
+            else:
+
+                def kernel(x: Any, y: Any, t: Table) -> Any:
+                    return reshape(matmul(vx(x, t), vy(y, t)), t[r])
 
     if not step.sum_x and not step.sum_y:
         return kernel
     sum_x, sum_y, total = step.sum_x, step.sum_y, ops.sum
+    inner = kernel
 
-    def summed_first(x: Any, y: Any) -> Any:
+    def summed_first(x: Any, y: Any, t: Table) -> Any:
         if sum_x:
             x = total(x, sum_x)
         if sum_y:
             y = total(y, sum_y)
-        return kernel(x, y)
+        return inner(x, y, t)
 
     return summed_first
 
 
-def _finish_fn(finish: Finish, ops: ArrayOps, scalar: bool) -> Fn:
-    fns: list[Fn] = []
-    if finish.permutation is not None:
-        fns.append(functools.partial(_permute, ops.permute, finish.permutation))
-    if scalar:
-        fns.append(ops.as_array)
-    elif finish.reshape:
-        fns.append(functools.partial(_reshape, ops.reshape, finish.shape))
-    if finish.copy:
-        # Only views ran (transposes, diagonals, reshapes): the result would alias an input.
-        fns.append(ops.copy)
-    return _chain(fns) or (lambda z: z)
+def _finish_fn(finish: Finish, spec: Spec | None, ops: ArrayOps, shapes: _Shapes, scalar: bool) -> Run:
+    permutation, permute, reshape, copy = finish.permutation, ops.permute, ops.reshape, ops.copy
+    as_array = ops.as_array
+    i = shapes.slot(finish.shape, spec) if finish.reshape and not scalar else None
+    copied = finish.copy   # (only views ran: the result would alias an input)
+    if permutation is None and not scalar and not copied:   # (the common cases, one frame)
+        if i is None:
+            return lambda z, t: z
+        return lambda z, t: reshape(z, t[i])
+
+    def done(z: Any, t: Table) -> Any:
+        if permutation is not None:
+            z = permute(z, permutation)
+        if scalar:
+            z = as_array(z)
+        elif i is not None:
+            z = reshape(z, t[i])
+        return copy(z) if copied else z
+
+    return done
+
+
+def finisher(finish: Finish, ops: ArrayOps, scalar: bool = False) -> Fn:
+    """``finish`` as a function of the result alone (its shapes bound)."""
+    shapes = _Shapes()
+    done, table = _finish_fn(finish, None, ops, shapes, scalar), shapes.table()
+    return lambda z: done(z, table)
 
 
 def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Callable[..., Any]:
@@ -255,35 +291,69 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
             run = converted
 
         if schedule.finish.copy or scalar:
-            finish = _finish_fn(schedule.finish, ops, scalar)
+            finish = finisher(schedule.finish, ops, scalar)
             return lambda *arrays: finish(run(*arrays))
         return run
+    execute, shapes = _program(schedule, None, ops, dtype, _sites(schedule, ops))
+    return functools.partial(execute, shapes.table())
 
-    preps = tuple(_prep_fn(p, ops) for p in schedule.preparations)
+
+def compile_any_extents(schedule: Schedule, specs: ExtentSpecs, ops: ArrayOps,
+                        dtype: Any = None) -> Callable[[Any], Callable[..., Any]]:
+    """``for_shape(ext)``: ``schedule`` (unblocked, pairwise) run at any extents ``ext`` of its
+    structure (``ext[label]``: each label's extent; the caller checked them against the
+    arrays), one program compiled once: each shape's runner is it with its shape table
+    resolved at ``ext`` (`_Shapes.table_at`).  ``dtype``: as for `compile_schedule`.
+
+    >>> import numpy as np
+    >>> from contractions.schedule import schedule_labels
+    >>> from contractions.schedule.extent_specs import extent_specs
+    >>> from contractions.backends.numpy_backend import NUMPY_OPS
+    >>> s = schedule_labels(((0, 1), (1, 2)), (0, 2), ((20, 30), (30, 40)), strategy='pairwise')
+    >>> for_shape = compile_any_extents(s, extent_specs(s), NUMPY_OPS)
+    >>> x, y = np.ones((5, 6)), np.ones((6, 7))
+    >>> np.array_equal(for_shape((5, 6, 7))(x, y), x @ y)
+    True
+    """
+    assert schedule.finish is not None and schedule.blocking is None
+    # (no scratch buffers: their sizes are a shape's, and a structure runs many)
+    execute, shapes = _program(schedule, specs, ops, dtype, (NO_SCRATCH,) * len(schedule.steps))
+    return lambda ext: functools.partial(execute, shapes.table_at(ext))
+
+
+def _program(schedule: Schedule, specs: ExtentSpecs | None, ops: ArrayOps, dtype: Any,
+             sites: tuple[tuple[int, int, int], ...]) -> tuple[Callable[..., Any], _Shapes]:
+    """The one executor of an unblocked pairwise schedule: ``execute(table, *arrays)``, and the
+    shapes its table holds (``specs``: their specs, for a program of every extent)."""
+    assert schedule.finish is not None
+    shapes = _Shapes()
+    preps = tuple(_prep_fn(p, specs.squeezes[k] if specs is not None else None, ops, shapes)
+                  for k, p in enumerate(schedule.preparations))
     last = len(schedule.steps) - 1
-    sites = _sites(schedule, ops)
-    steps = tuple((s.operands[0], s.operands[1], _step_fn(s, ops, k < last, sites[k]))
+    steps = tuple((s.operands[0], s.operands[1],
+                   _step_fn(s, specs.steps[k] if specs is not None else None, ops, shapes, k < last, sites[k]))
                   for k, s in enumerate(schedule.steps))
-    finish = _finish_fn(schedule.finish, ops, scalar)
+    finish = _finish_fn(schedule.finish, specs.output if specs is not None else None, ops, shapes,
+                        not schedule.output_shape)
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
     fixed = dtype
 
-    def execute(*arrays: Any) -> Any:
+    def execute(t: Table, *arrays: Any) -> Any:
         dtype = common_dtype(arrays) if fixed is None else fixed
         work = []
         for array, prep in zip(arrays, preps):
             if dtype_of(array) != dtype:
                 array = astype(array, dtype)
             if prep is not None:
-                array = prep(array)
+                array = prep(array, t)
             work.append(array)
         for i, j, kernel in steps:
             y = work.pop(j)
             x = work.pop(i)
-            work.append(kernel(x, y))
-        return finish(work[0])
+            work.append(kernel(x, y, t))
+        return finish(work[0], t)
 
-    return execute
+    return execute, shapes
 
 
 def _along_path(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:
@@ -330,10 +400,11 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     # Prologue: the unsliced operands and the hoisted steps, exactly as in the schedule.  A
     # step inside the loop keeps one scratch buffer per site for every block (sized for a full
     # one), which `scratch_sites` counted in the blocked peak.
-    unsliced = [(k, _prep_fn(schedule.preparations[k], ops)) for k in range(n) if not sliced[k]]
+    shapes = _Shapes()   # (every shape of the prologue and of each kind of block: one table)
+    unsliced = [(k, _prep_fn(schedule.preparations[k], None, ops, shapes)) for k in range(n) if not sliced[k]]
     sites = _sites(schedule, ops)
     prologue = [(tokens[k][0], tokens[k][1], ("s", k),
-                 _step_fn(schedule.steps[k], ops, True, sites[k])) for k in sorted(hoisted)]
+                 _step_fn(schedule.steps[k], None, ops, shapes, True, sites[k])) for k in sorted(hoisted)]
     needed = {t for k in loop for t in tokens[k]}
     last: tuple[str, int] = ("s", len(schedule.steps) - 1) if schedule.steps else ("o", 0)
     scalar = not schedule.output_shape
@@ -345,13 +416,14 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     for lengths, inner in blocking.inner:
         assert inner.finish is not None
         bodies[lengths] = (
-            tuple((k, _prep_fn(inner.preparations[k], ops)) for k in range(n) if sliced[k]),
+            tuple((k, _prep_fn(inner.preparations[k], None, ops, shapes)) for k in range(n) if sliced[k]),
             tuple((tokens[k][0], tokens[k][1], ("s", k),
-                   _step_fn(inner.steps[k], ops, k < len(inner.steps) - 1 or bool(sites[k][2]),
-                            sites[k])) for k in loop),
-            _finish_fn(replace(inner.finish, copy=False), ops, scalar))
+                   _step_fn(inner.steps[k], None, ops, shapes,
+                            k < len(inner.steps) - 1 or bool(sites[k][2]), sites[k])) for k in loop),
+            _finish_fn(replace(inner.finish, copy=False), None, ops, shapes, scalar))
     assert schedule.finish is not None
-    to_output = _finish_fn(replace(schedule.finish, copy=False), ops, False)
+    to_output = _finish_fn(replace(schedule.finish, copy=False), None, ops, shapes, False)
+    t = shapes.table()
     ranges = [[(start, min(start + chunk, extent)) for start in range(0, extent, chunk)]
               for chunk, extent in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
     # Per cut label, the axes to slice in each operand and in the output (built per block:
@@ -377,9 +449,9 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
             a = arrays[k]
             if dtype_of(a) != dtype:
                 a = astype(a, dtype)
-            env[("o", k)] = prep(a) if prep is not None else a
+            env[("o", k)] = prep(a, t) if prep is not None else a
         for tx, ty, tr, kernel in prologue:
-            env[tr] = kernel(env.pop(tx), env.pop(ty))
+            env[tr] = kernel(env.pop(tx), env.pop(ty), t)
         env = {t: v for t, v in env.items() if t in needed}
         out = make(out_shape, dtype, arrays[0])
         for combo in itertools.product(*ranges):
@@ -390,10 +462,10 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
                 a = arrays[k][index(ndim, cuts, axes)]
                 if dtype_of(a) != dtype:
                     a = astype(a, dtype)
-                local[("o", k)] = prep(a) if prep is not None else a
+                local[("o", k)] = prep(a, t) if prep is not None else a
             for tx, ty, tr, kernel in steps:
-                local[tr] = kernel(local.pop(tx), local.pop(ty))
-            write(out, index(len(out_shape), cuts, blocking.storage_axes), finish(local.pop(last)))
-        return to_output(out)
+                local[tr] = kernel(local.pop(tx), local.pop(ty), t)
+            write(out, index(len(out_shape), cuts, blocking.storage_axes), finish(local.pop(last), t))
+        return to_output(out, t)
 
     return execute

@@ -4,7 +4,7 @@ The schedule is interpreted by `compile.compile_schedule`, the same code numpy a
 with an `ArrayOps` built from the ``cupy`` namespace: batched products are ``cupy.matmul``
 (cuBLAS), gathers ``cupy.ascontiguousarray``, sums ``ndarray.sum``, views CuPy's own
 ``transpose``/``reshape``/``diagonal``; nothing goes through the host.  The registry entry
-declares ``uses_einsum=False`` and ``cost_model=CUPY_MODEL`` (``contractions/gpu_model.py``): the
+declares ``uses_einsum=False`` and ``cost_model=CUPY_MODEL`` (``contractions/model/gpu_prices.py``): the
 schedule's steps are matmuls and multiplies priced for the GPU.  Which route a call runs is
 measured (``backends/measured.py``): on a shape's first calls the runner times the steps, one
 ``cupy.einsum`` along the schedule's path and, with three operands or more, ``cupy.einsum`` in
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..gpu_model import CUPY_MODEL
+from ..model.gpu_prices import CUPY_MODEL
 from ..schedule import Schedule, describe_schedule
 from .compile import ArrayOps, compile_schedule
 from .measured import MeasuredRoute, measured_seconds, one_einsum_schedule, remembered

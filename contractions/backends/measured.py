@@ -3,7 +3,7 @@
 A schedule for a GPU can run two ways, both correct: its own steps (batched matmuls, gathers,
 sums, one Python call each) or one framework einsum along its path (``cupy.einsum``,
 ``torch.einsum``).  Which is faster depends on launch and dispatch costs that the GPU time
-model (``contractions/gpu_model.py``) only estimates; on an H200 the estimates picked the slower
+model (``contractions/model/gpu_prices.py``) only estimates; on an H200 the estimates picked the slower
 route on a few strings in ten.  So, as FFTW plans by measuring, a CUDA runner times the
 candidate routes on its own first calls and keeps the fastest (dev/decisions.md, decision 49):
 

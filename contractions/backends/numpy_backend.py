@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import ContractionError, quoted
 from ..schedule import Schedule, describe_schedule, schedule_labels
-from .any_extents import compile_any_extents as compile_any_extents_with
 from .compile import ArrayOps, compile_schedule
+from .compile import compile_any_extents as compile_any_extents_with
 from .scratch import take_scratch
 
 try:  # numpy >= 2
@@ -220,15 +220,14 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
 def compile_any_extents(schedule: Schedule, specs: Any, options: Any
                         ) -> Callable[[Any], Callable[..., Any]]:
     """``for_shape(ext)``: the numpy callable of ``schedule`` (unblocked, pairwise) at the
-    extents ``ext`` of its structure, compiled once (`backends.any_extents`); np.einsum's
-    conventions as in `compile`."""
+    extents ``ext`` of its structure: the one program compiled once, its shapes read from the
+    extents (`compile.compile_any_extents`); np.einsum's conventions as in `compile`."""
     ops = _OBJECT_SAFE_OPS if _has_scalar_step(schedule) else NUMPY_OPS
     target = options.preferred_element_type
-    run = compile_any_extents_with(schedule, specs, ops, None if target is None else np.dtype(target))
+    bind = compile_any_extents_with(schedule, specs, ops, None if target is None else np.dtype(target))
 
     def for_shape(ext: Any) -> Callable[..., Any]:
-        return _numpy_conventions(functools.partial(run, ext), schedule,
-                                  half_in_single=target is None)
+        return _numpy_conventions(bind(ext), schedule, half_in_single=target is None)
 
     return for_shape
 

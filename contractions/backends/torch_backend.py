@@ -15,7 +15,7 @@ operands.
 
 What runs is the schedule's: its steps, or (``strategy == 'direct'``) one ``torch.einsum``
 along ``schedule.path`` handed to torch's C++ einsum, so no path is searched on a call.  The
-torch cost model (``contractions/torch_model.py``, declared on the registry entry) made that
+torch cost model (``contractions/model/torch_prices.py``, declared on the registry entry) made that
 choice when the schedule was planned; `torch_route` only reads it.  On a CUDA device the GPU
 time model keeps the steps and the route is measured instead (`cuda_routes`,
 ``backends/measured.py``): the shape's first calls time the steps against one ``torch.einsum``
@@ -48,11 +48,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..gpu_model import TORCH_CUDA_MODEL, GpuCostModel
+from ..model.gpu_prices import TORCH_CUDA_MODEL, GpuCostModel
+from ..model.torch_prices import TORCH_MODEL, torch_default_path
 from ..schedule import Schedule, describe_schedule, schedule_labels
-from ..torch_model import TORCH_MODEL, torch_default_path
 from . import torch_compile_hook
-from .compile import ArrayOps, _finish_fn, compile_schedule
+from .compile import ArrayOps, compile_schedule, finisher
 from .measured import MeasuredRoute, measured_seconds, remembered
 
 __all__ = ["TORCH_EINSUM_LETTERS", "TORCH_OPS", "compile", "contract_labelled", "cuda_routes", "describe",
@@ -148,7 +148,7 @@ def torch_route(schedule: Schedule, traced: bool = False) -> tuple[str, Any]:
     those past 52 labels run their steps either way.
 
     >>> from contractions import make_plan, make_schedule
-    >>> from contractions.torch_model import TORCH_MODEL
+    >>> from contractions.model.torch_prices import TORCH_MODEL
     >>> plan = make_plan('Wa,ab->Wb', ((2, 3), (3, 4)), ())
     >>> torch_route(make_schedule(plan, cost_model=TORCH_MODEL))
     ('einsum', ((0, 1),))
@@ -213,7 +213,7 @@ def _compile_blocked(schedule: Schedule) -> Callable[..., torch.Tensor]:
     # its axes and the whole permuted to output order at the end, as the in-place run does.
     out_axes = [axes[0] if axes else None for axes in blocking.storage_axes]
     assert schedule.finish is not None
-    to_output = _finish_fn(schedule.finish, TORCH_OPS, False)
+    to_output = finisher(schedule.finish, TORCH_OPS)
 
     def slices(k: int, ndim: int, combo: tuple[tuple[int, int], ...]) -> tuple[slice, ...]:
         where = [slice(None)] * ndim

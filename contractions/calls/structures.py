@@ -5,7 +5,7 @@ meets a new shape of a known string on almost every call.  The 'reuse' tier
 (`calls.tiers`) already plans such a call without a search: it keeps the structure's
 decisions (path, kernels, result orders, matmul layouts).  A `Structure` goes one step further:
 it keeps the structure's *compiled program*, whose shapes are read from the call's extents
-(`backends.any_extents`), so a new shape costs its extents, a price check and the arithmetic:
+(`backends.compile.compile_any_extents`), so a new shape costs its extents, a price check and the arithmetic:
 no plan, no schedule, no compile.
 
 What it checks per new shape, declining (the checked route then plans the call as before,

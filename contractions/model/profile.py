@@ -196,7 +196,7 @@ class Profile:
     blas_threads: int = 2
 
     # ------------------------------------------------------------------------------ torch
-    # Eager torch (`contractions.torch_model`; bench/refit_torch_model.py fits them): one
+    # Eager torch (`contractions.model.torch_prices`; bench/refit_torch_model.py fits them): one
     # operation's dispatch; one matrix product of a batched product; one torch.einsum call and
     # each pair inside it; a multiply-add; a gathered element; the share of each pair's operand
     # elements torch's einsum copies; and the margin by which the steps must beat one einsum.

@@ -2,7 +2,7 @@
 
 Every execution decision the schedule makes (path, kernel, layout, blocks) is priced through
 this protocol, in nanoseconds of modelled time; numpy's implementation is
-`contractions.model.numpy_prices.NumpyCostModel`, torch's `contractions.torch_model`.  An
+`contractions.model.numpy_prices.NumpyCostModel`, torch's `contractions.model.torch_prices`.  An
 implementation may also carry a ``profile`` (`contractions.model.profile.Profile`): the schedule
 reads its two decision margins (``layout_memory_worth``, ``cache_block_max_flops_per_element``)
 from it, and ``explain`` names it; a model without one is given the built-in defaults' margins.

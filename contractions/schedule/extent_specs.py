@@ -5,7 +5,7 @@ concrete shapes.  The decisions behind them (path, kernels, result orders, matmu
 the structure's: the 'reuse' tier (`calls.tiers`) keeps them for other extents of the same
 structure (the same labels, the same axes of extent 1, the same layouts).  `extent_specs`
 writes every shape of an unblocked schedule as a `Spec`: per axis, the labels whose extents
-multiply into it, so a runner compiled once per structure (`backends.any_extents`) computes its
+multiply into it, so a runner compiled once per structure (`backends.compile.compile_any_extents`) computes its
 shapes from the call's extents instead of being re-planned and re-compiled for every shape.
 
 Its prices and its peak at other extents come from the same specs (`price_at`, `peak_at`),

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .torch_model import TORCH_MODEL, torch_default_path
+from .torch_prices import TORCH_MODEL, torch_default_path
 
 __all__ = ["CUPY_MODEL", "TORCH_CUDA_MODEL", "GpuCostModel"]
 
@@ -83,7 +83,7 @@ class GpuCostModel:
     #: how ``explain`` names this model
     time_model_name = "GPU"
     #: ``explain``'s line on the prices' source (`Schedule.priced_by`)
-    priced_by = "GPU time model estimates, not fitted (contractions/gpu_model.py)"
+    priced_by = "GPU time model estimates, not fitted (contractions/model/gpu_prices.py)"
     #: no cheap first plans (`calls.tiers`): these prices are estimates not yet fitted on a
     #: GPU (measured calls ran 5-20x their modelled time), so the rule that defers the full
     #: search until it costs a tenth of the calls' modelled time would defer it far too long;

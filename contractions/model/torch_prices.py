@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .model.numpy_prices import NumpyCostModel
-from .model.profile import Profile, active_profile
+from .numpy_prices import NumpyCostModel
+from .profile import Profile, active_profile
 
 __all__ = ["TORCH_MODEL", "TorchCostModel"]
 
