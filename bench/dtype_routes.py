@@ -19,15 +19,15 @@ strings new to the process, timed once).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from tree_ab import compare  # noqa: E402
 
 WORKER = r"""
 import json, statistics, sys, time
@@ -69,29 +69,14 @@ print(json.dumps(out))
 """
 
 
-def run_worker(tree: Path) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH="")
-    found = subprocess.run([sys.executable, "-c", WORKER, str(tree), str(REPO / "bench")],
-                           capture_output=True, text=True, env=env, check=True, cwd=str(tree))
-    return json.loads(found.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True, help="the checkout to compare with")
     parser.add_argument("--rounds", type=int, default=7, help="processes per tree, taking turns")
     parser.add_argument("--out", default=str(REPO / "docs" / "benchmarks_dtypes.md"))
     args = parser.parse_args()
-    samples: dict[str, dict[str, list[float]]] = {"this tree": {}, "base": {}}
-    for _ in range(args.rounds):
-        for name, tree in (("base", args.base), ("this tree", REPO)):
-            for case, seconds in run_worker(tree).items():
-                samples[name].setdefault(case, []).append(seconds)
-    rows = []
-    for case in samples["base"]:
-        old = statistics.median(samples["base"][case])
-        new = statistics.median(samples["this tree"][case])
-        rows.append(f"| {case} | {old * 1e6:.2f} | {new * 1e6:.2f} | {new / old:.2f}x |")
+    rows = [f"| {case} | {old * 1e6:.2f} | {new * 1e6:.2f} | {new / old:.2f}x |"
+            for case, (old, new) in compare(WORKER, args.base, args.rounds).items()]
     text = "\n".join([
         "# Same-dtype calls after the dtype fixes",
         "",

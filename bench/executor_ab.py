@@ -6,7 +6,7 @@ resolved at its extents (dev/decisions.md 56).  Before, fixed shapes baked their
 the closures and `backends/any_extents.py` resolved every reshape's shape per call.  This
 times, in fresh processes taking turns, this tree against another checkout (``--base``):
 
-- warm pairwise calls (numpy; the schedule's steps, bound table): small, mid and a blocked one;
+- warm pairwise calls (numpy; the schedule's steps, bound table): small, mid and large;
 - a loop whose shapes change on every call (a structure's program at new extents, 60 calls).
 
     git worktree add /tmp/base HEAD~1
@@ -16,14 +16,13 @@ times, in fresh processes taking turns, this tree against another checkout (``--
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from tree_ab import compare  # noqa: E402
 
 WORKER = r"""
 import json, sys, time
@@ -38,7 +37,7 @@ cases = {
     "small chain ab,bc,cd->ad (24)": ("ab,bc,cd->ad", [(24, 24), (24, 24), (24, 24)]),
     "mid WCa,Caib,WCi->WCb": ("WCa,Caib,WCi->WCb", [(40, 2, 30), (2, 30, 50, 60), (40, 2, 50)]),
     "mid Wa,Wab,Wb->W": ("Wa,Wab,Wb->W", [(64, 40), (64, 40, 50), (64, 50)]),
-    "blocked Ia,Ib,abc->Ic": ("Ia,Ib,abc->Ic", [(1200, 40), (1200, 40), (40, 40, 20)]),
+    "large Ia,Ib,abc->Ic": ("Ia,Ib,abc->Ic", [(1200, 40), (1200, 40), (40, 40, 20)]),
 }
 funcs = {}
 for name, (s, shapes) in cases.items():
@@ -60,27 +59,14 @@ print(json.dumps(out))
 """
 
 
-def run_worker(tree: Path) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH="", CONTRACTIONS_PLANS="off")
-    found = subprocess.run([sys.executable, "-c", WORKER, str(tree), str(REPO / "bench")],
-                           capture_output=True, text=True, env=env, check=True, cwd=str(tree))
-    return json.loads(found.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    samples: dict[str, dict[str, list[float]]] = {"this tree": {}, "base": {}}
-    for _ in range(args.rounds):
-        for name, tree in (("base", args.base), ("this tree", REPO)):
-            for case, seconds in run_worker(tree).items():
-                samples[name].setdefault(case, []).append(seconds)
     print(f"| call | before (us) | after (us) | after / before |  ({args.rounds} processes each)")
     print("|---|---:|---:|---:|")
-    for case in samples["base"]:
-        old, new = (statistics.median(samples[k][case]) for k in ("base", "this tree"))
+    for case, (old, new) in compare(WORKER, args.base, args.rounds).items():
         print(f"| {case} | {old * 1e6:.2f} | {new * 1e6:.2f} | {new / old:.3f}x |")
 
 

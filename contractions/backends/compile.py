@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -85,11 +86,12 @@ class _Shapes:
     multiply into each axis, `schedule.extent_specs`) at a shape's extents (`table_at`).  So
     one program runs both: a fixed shape is the program with its table bound."""
 
-    __slots__ = ("shapes", "specs")
+    __slots__ = ("shapes", "specs", "_resolvers")
 
     def __init__(self) -> None:
         self.shapes: list[tuple[int, ...]] = []
         self.specs: list[Spec | None] = []
+        self._resolvers: tuple[Callable[[Any], tuple[int, ...]], ...] | None = None
 
     def slot(self, shape: tuple[int, ...], spec: Spec | None = None) -> int:
         self.shapes.append(tuple(shape))
@@ -100,8 +102,24 @@ class _Shapes:
         return tuple(self.shapes)
 
     def table_at(self, ext: Any) -> Table:
-        return tuple(resolve(spec, ext) if spec is not None else shape
-                     for shape, spec in zip(self.shapes, self.specs))
+        # (a structure's loop meets a new shape on almost every call: each slot resolved by
+        # the cheapest means its spec allows, found once)
+        if self._resolvers is None:
+            self._resolvers = tuple(_resolver(shape, spec) for shape, spec in zip(self.shapes, self.specs))
+        return tuple([resolve_slot(ext) for resolve_slot in self._resolvers])
+
+
+def _resolver(shape: tuple[int, ...], spec: Spec | None) -> Callable[[Any], tuple[int, ...]]:
+    if spec is None:
+        return lambda ext: shape
+    if not spec:
+        return lambda ext: ()
+    if all(len(labels) == 1 for labels in spec):
+        if len(spec) == 1:
+            label = spec[0][0]
+            return lambda ext: (ext[label],)
+        return operator.itemgetter(*(labels[0] for labels in spec))
+    return lambda ext: resolve(spec, ext)
 
 
 def _view_fn(view: View, spec: Spec | None, ops: ArrayOps, shapes: _Shapes, scratch: int = 0) -> Run:
@@ -294,8 +312,8 @@ def compile_schedule(schedule: Schedule, ops: ArrayOps, dtype: Any = None) -> Ca
             finish = finisher(schedule.finish, ops, scalar)
             return lambda *arrays: finish(run(*arrays))
         return run
-    execute, shapes = _program(schedule, None, ops, dtype, _sites(schedule, ops))
-    return functools.partial(execute, shapes.table())
+    bind, shapes = _program(schedule, None, ops, dtype, _sites(schedule, ops))
+    return bind(shapes.table())
 
 
 def compile_any_extents(schedule: Schedule, specs: ExtentSpecs, ops: ArrayOps,
@@ -317,14 +335,16 @@ def compile_any_extents(schedule: Schedule, specs: ExtentSpecs, ops: ArrayOps,
     """
     assert schedule.finish is not None and schedule.blocking is None
     # (no scratch buffers: their sizes are a shape's, and a structure runs many)
-    execute, shapes = _program(schedule, specs, ops, dtype, (NO_SCRATCH,) * len(schedule.steps))
-    return lambda ext: functools.partial(execute, shapes.table_at(ext))
+    bind, shapes = _program(schedule, specs, ops, dtype, (NO_SCRATCH,) * len(schedule.steps))
+    return lambda ext: bind(shapes.table_at(ext))
 
 
 def _program(schedule: Schedule, specs: ExtentSpecs | None, ops: ArrayOps, dtype: Any,
-             sites: tuple[tuple[int, int, int], ...]) -> tuple[Callable[..., Any], _Shapes]:
-    """The one executor of an unblocked pairwise schedule: ``execute(table, *arrays)``, and the
-    shapes its table holds (``specs``: their specs, for a program of every extent)."""
+             sites: tuple[tuple[int, int, int], ...]
+             ) -> tuple[Callable[[Table], Callable[..., Any]], _Shapes]:
+    """The one executor of an unblocked pairwise schedule: ``bind(table)`` gives the callable
+    that runs it with that shape table; and the shapes the table holds (``specs``: their specs,
+    for a program of every extent)."""
     assert schedule.finish is not None
     shapes = _Shapes()
     preps = tuple(_prep_fn(p, specs.squeezes[k] if specs is not None else None, ops, shapes)
@@ -338,22 +358,26 @@ def _program(schedule: Schedule, specs: ExtentSpecs | None, ops: ArrayOps, dtype
     common_dtype, dtype_of, astype = ops.common_dtype, ops.dtype, ops.astype
     fixed = dtype
 
-    def execute(t: Table, *arrays: Any) -> Any:
-        dtype = common_dtype(arrays) if fixed is None else fixed
-        work = []
-        for array, prep in zip(arrays, preps):
-            if dtype_of(array) != dtype:
-                array = astype(array, dtype)
-            if prep is not None:
-                array = prep(array, t)
-            work.append(array)
-        for i, j, kernel in steps:
-            y = work.pop(j)
-            x = work.pop(i)
-            work.append(kernel(x, y, t))
-        return finish(work[0], t)
+    def bind(t: Table) -> Callable[..., Any]:
+        # (the table a closure cell, not an argument: a bound call pays no extra layer)
+        def execute(*arrays: Any) -> Any:
+            dtype = common_dtype(arrays) if fixed is None else fixed
+            work = []
+            for array, prep in zip(arrays, preps):
+                if dtype_of(array) != dtype:
+                    array = astype(array, dtype)
+                if prep is not None:
+                    array = prep(array, t)
+                work.append(array)
+            for i, j, kernel in steps:
+                y = work.pop(j)
+                x = work.pop(i)
+                work.append(kernel(x, y, t))
+            return finish(work[0], t)
 
-    return execute, shapes
+        return execute
+
+    return bind, shapes
 
 
 def _along_path(schedule: Schedule, ops: ArrayOps) -> Callable[..., Any]:

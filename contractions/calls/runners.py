@@ -58,7 +58,8 @@ def _plan_key(plan: Plan) -> tuple[Any, ...]:
 
 def _caller_parts(key: tuple[Any, ...]) -> int:
     """The weight of a cache key's parts that come from the caller (the subscripts, shapes,
-    lengths, optimize= and layouts); backend entries, options and cost models are shared."""
+    ``len_`` items and optimize= at 1-4, the layouts at 7; both caches' keys put them there);
+    backend entries, options and cost models are shared."""
     return shapes_key_weight(key[1:5]) + weight(key[7])
 
 
@@ -82,7 +83,7 @@ def planned(plan: Plan, optimize: Any, limit: Any = "default",
     writes nothing to the store."""
     model = cost_model or NUMPY_MODEL
     return _SCHEDULES.get(
-        (use_einsum, *_plan_key(plan), optimize, limit, layouts, model),
+        (use_einsum, *_plan_key(plan), optimize, limit, model, layouts),
         lambda: full_search(plan, optimize, use_einsum, limit, layouts, model, keep=keep)[0])
 
 
