@@ -24,7 +24,10 @@ for itself (dev/decisions.md, "Planning that pays for itself"):
 * ``'quick'``: nothing to reuse: the candidate path of fewest FLOPs is lowered alone, each of
   its steps searched as the full search would.
 * ``'full'``: every candidate priced, the memory limit met by another order or by blocks,
-  cache-sized blocks where they pay (`make_schedule`).
+  cache-sized blocks where they pay (`make_schedule`);
+* ``'stored'``: where the full search would run, the plan store (`calls.store`) holds its
+  decisions for this structure at these extents, kept by an earlier process: they are lowered
+  again and checked against the call (`full_search`, `schedule.decisions`), with no search.
 
 The rule: the full search runs when its predicted cost (`search_ns`) is at most
 `SEARCH_FRACTION` of the time the shape's calls have run so far, this one included (by the
@@ -91,11 +94,11 @@ def upgrade_after(search_ns: float, cost_ns: float) -> int:
 class FirstPlan:
     """The schedule a shape's first call runs, and when its full search will run.
 
-    ``tier`` is ``'full'``, ``'reuse'``, ``'quick'`` or ``'first'``; ``search_ns`` the full
+    ``tier`` is ``'full'``, ``'stored'``, ``'reuse'``, ``'quick'`` or ``'first'``; ``search_ns`` the full
     search's predicted cost (0 for one einsum call: nothing to search); ``upgrade_after`` the
     call of this shape (counting this one as 1) that runs the full search (for ``'first'``:
     that plans the shape again, in the cheapest tier then sound), 0 when this schedule came
-    from the full search.
+    from the full search (or the store's copy of it).
     """
 
     schedule: Schedule
