@@ -33,6 +33,7 @@ from .explaining import expand_subscripts, explain, explanation
 from .expressions import ContractExpression, contract_expression, contract_path
 from .parser import ParsedSubscripts, parse
 from .plan import Plan, make_plan
+from .plotting import ExplanationText
 from .schedule import Explanation, Schedule, make_schedule
 from .solver import Identifiability, co_travelling_runs, identifiability, solve_lengths
 
@@ -43,6 +44,7 @@ __all__ = [
     "PathInfo",
     "ContractExpression",
     "explain",
+    "ExplanationText",
     "explanation",
     "Explanation",
     "expand_subscripts",

@@ -1,7 +1,7 @@
 """Typed results: a downstream file type-checked with mypy sees the operands' array type come back.
 
 `contract` and `ContractExpression.__call__` are overloaded: numpy operands give ``NDArray[Any]``
-(annotated ``np.ndarray`` or ``NDArray[np.float64]``, or inferred), `explain` a ``str``,
+(annotated ``np.ndarray`` or ``NDArray[np.float64]``, or inferred), `explain` an ``ExplanationText`` (a ``str``),
 operands of one other library (JAX, torch, dask) their own array type, a mix an array protocol,
 lists and Python scalars ``Any``. The test writes a small downstream module,
 runs mypy on it in a subprocess (as a user's CI would) and compares every ``reveal_type``.
@@ -42,8 +42,8 @@ CASES = [
         ("contract('Wa,ab->Wb', x, y, optimize='greedy', memory_limit='1MB', len_W=1)", NUMPY_ARRAY),
         ("contract_expression('Wa,ab->Wb', (2, 3), (3, 4))(x, y)", NUMPY_ARRAY),
         ("contract_expression('Wa,ab->Wb', x.shape, y.shape)(x, y, out=np.empty((2, 4)))", NUMPY_ARRAY),
-        ("explain('Wa,ab->Wb', x, y)", "str"),
-        ("explain('Wa,ab->Wb', x.shape, y.shape, optimize='greedy')", "str"),
+        ("explain('Wa,ab->Wb', x, y)", "contractions.plotting.ExplanationText"),
+        ("explain('Wa,ab->Wb', x.shape, y.shape, optimize='greedy')", "contractions.plotting.ExplanationText"),
     ]) for how, setup in NUMPY_OPERANDS.items()],
     ("numpy", ["import numpy as np", "p = np.ones((2, 3))", "q = np.ones((3, 4))"], [
         ("contract('i,i->', [1.0, 2.0], [3.0, 4.0])", "Any"),   # lists: no array type to return
