@@ -236,6 +236,9 @@ def _plans(clear: bool, export: str | None, import_from: str | None) -> int:
             print(f"plan store: {store.path}" + ("" if store.path.exists() else " (not written yet)"))
             print(f"header: version {store.header['version']}, profile {store.header['profile']}")
             print(f"{len(found)} plans, {store.size():,} bytes (bound {store.max_bytes:,})")
+            if store.ignored:
+                print("ignored by this process: written by another version or profile "
+                      "(contractions plans --clear starts it afresh)")
     except (OSError, ValueError) as exc:
         print(f"contractions plans: {exc}", file=sys.stderr)
         return 2

@@ -300,6 +300,8 @@ def test_the_plans_command_shows_exports_imports_and_clears(plans_at, tmp_path, 
     assert main(["plans", "--import", str(exported)]) == 0
     assert "added 1 plans" in capsys.readouterr().out
     assert len(PlanStore(plans_at).entries()) == 1
+    foreign = PlanStore(plans_at, header={**PlanStore(plans_at).header, "version": "0.0.1"})
+    assert foreign.entries() == [] and foreign.ignored
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"header": {"version": "0"}, "plans": {}}))
     assert main(["plans", "--import", str(bad)]) == 2

@@ -179,6 +179,11 @@ class PlanStore:
         except sqlite3.Error as exc:
             self._give_up(f"could not be written ({exc})")
 
+    @property
+    def ignored(self) -> bool:
+        """Did this process find the file unusable (another setup's header, unreadable)?"""
+        return self._usable is False
+
     # --------------------------------------------------------------------- maintenance
     def entries(self) -> list[tuple[str, Any]]:
         """Every stored (key, decisions), least recently used first."""
