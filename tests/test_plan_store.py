@@ -194,6 +194,9 @@ CRAFTED = [
     json.dumps({"strategy": "pairwise", "path": [[1, 2], [0, 1]],              # valid, not the searched
                 "blocks": {"labels": [0], "chunks": [7], "purpose": "cache"}}),
     json.dumps({"strategy": "direct", "path": [[0, 2], [0, 1]]}),
+    "[" * 100_000 + "]" * 100_000,                                             # nested too deep to parse
+    json.dumps({"strategy": "pairwise", "path": [[0, 1], [0, 1]], "blocks": {"labels": [0, 0], "chunks": [2, 2],
+                                                                            "purpose": "memory"}}),
 ]
 
 

@@ -131,7 +131,7 @@ class PlanStore:
             self._touched.add(key)
         try:
             return json.loads(row[0])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):   # (a crafted entry nested too deep)
             self.drop(key, "does not parse")
             return None
 
@@ -308,7 +308,7 @@ class PlanStore:
 def _loads(text: str) -> Any:
     try:
         return json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
 
 
