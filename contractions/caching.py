@@ -145,7 +145,10 @@ class ByteBoundedCache(Generic[R]):
         self._hits = self._misses = self._bytes = 0
 
     def __call__(self, *args: Any) -> R:
-        return self.get(args, functools.partial(self.__wrapped__, *args))
+        found = self._hit(args)
+        if found is not None:
+            return found[0]
+        return self._keep(args, self.__wrapped__(*args))
 
     def get(self, key: tuple[Any, ...], make: Callable[[], R]) -> R:
         """The entry for ``key``, made by ``make()`` on a miss: for a caller that holds more
@@ -155,14 +158,25 @@ class ByteBoundedCache(Generic[R]):
         >>> cache.get(('ab',), lambda: 2), cache.get(('ab',), lambda: 3)
         (2, 2)
         """
+        found = self._hit(key)
+        if found is not None:
+            return found[0]
+        return self._keep(key, make())
+
+    def _hit(self, key: tuple[Any, ...]) -> tuple[R, int] | None:
+        # (a hit is one lookup: no closure is made for the miss that did not happen)
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
                 self._hits += 1
-                return found[0]
-            self._misses += 1
-        result = make()
+            else:
+                self._misses += 1
+        return found
+
+    def _keep(self, key: tuple[Any, ...], result: R) -> R:
+        # A result derived from its arguments (a plan from a string and shapes) may be counted
+        # as twice their weight: weighing a deep result costs more than computing some of them.
         weighed = self.weigh_args(key)
         cost = weighed + weight(result) if self.weigh_results else 2 * weighed
         if cost * ENTRY_FRACTION > self.maxbytes:
