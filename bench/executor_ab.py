@@ -25,13 +25,6 @@ sys.path.insert(0, str(REPO / "bench"))
 from tree_ab import compare  # noqa: E402
 
 WORKER = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
-import numpy as np
-from timing import interleaved_medians
-import contractions
-from contractions import contract, explain
-assert contractions.__file__.startswith(sys.argv[1]), contractions.__file__
 rng = np.random.default_rng(0)
 cases = {
     "small chain ab,bc,cd->ad (24)": ("ab,bc,cd->ad", [(24, 24), (24, 24), (24, 24)]),
