@@ -1,21 +1,11 @@
 """The Array API backend: the schedule run through any standard-conforming namespace.
 
-An operand with ``__array_namespace__`` whose namespace is not numpy (and that jax, torch and
-dask do not own) runs here: array-api-strict, CuPy, and any library implementing the Array
-API standard.  The standard has no einsum, so the registry entry declares ``uses_einsum=False``
-and the API plans this backend's schedule without einsum (every step a batched ``matmul`` or a
-broadcast ``multiply``); this module compiles it as given.  Each operation is the namespace's own standard function:
-``matmul``, ``multiply``, ``permute_dims``, ``reshape`` (the standard's default ``copy=None``:
-a view where the library can, a copy where it must), ``sum(..., dtype=x.dtype)`` (integer
-sums stay integer, as in einsum), ``linalg.diagonal`` after a ``permute_dims`` for a
-diagonal, ``result_type``/``astype`` for promotion and ``asarray(..., copy=True)`` for a copy.
-
-numpy operands mixed in are lifted with ``asarray(..., device=...)`` onto the device of the
-library's operands, so the result is an array of the same library on the same device.  The
-standard promotes only within a kind: mixing integer and floating operands (or bool with
-either) is the library's ``TypeError``, as it would be for its own ``matmul``.  Operands that
-are all bool give numpy's meaning, a bool result that is an any over the products (counted in
-int64: the standard's ``matmul`` and ``sum`` take numbers only).
+An operand with ``__array_namespace__`` that numpy, jax, torch and dask do not own runs here
+(array-api-strict, CuPy, ...).  The standard has no einsum, so the registry entry declares
+``uses_einsum=False`` and every step is a batched ``matmul`` or a broadcast ``multiply``,
+compiled with the namespace's own standard functions.  numpy operands are lifted onto the
+library's device; mixing kinds (integer and floating) is the library's ``TypeError``; all-bool
+operands give numpy's meaning (an any over products, counted in int64).
 
 >>> import array_api_strict as xp
 >>> from contractions import contract

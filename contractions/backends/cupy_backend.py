@@ -1,24 +1,16 @@
 """The CuPy backend: the shared schedule compiled onto CuPy's own functions, on the device.
 
-The schedule is interpreted by `compile.compile_schedule`, the same code numpy and torch run,
-with an `ArrayOps` built from the ``cupy`` namespace: batched products are ``cupy.matmul``
-(cuBLAS), gathers ``cupy.ascontiguousarray``, sums ``ndarray.sum``, views CuPy's own
-``transpose``/``reshape``/``diagonal``; nothing goes through the host.  The registry entry
-declares ``uses_einsum=False`` and ``cost_model=CUPY_MODEL`` (``contractions/model/gpu_prices.py``): the
-schedule's steps are matmuls and multiplies priced for the GPU.  Which route a call runs is
-measured (``backends/measured.py``): on a shape's first calls the runner times the steps, one
-``cupy.einsum`` along the schedule's path and, with three operands or more, ``cupy.einsum`` in
-its own order (left to right), and keeps the fastest.  ``optimize=False``
-(``strategy == 'direct'``) is one ``cupy.einsum`` along the path, as asked.
+The schedule is interpreted by `compile.compile_schedule`, as for numpy and torch, with an
+`ArrayOps` of ``cupy`` functions; nothing goes through the host.  The registry entry declares
+``uses_einsum=False`` and ``cost_model=CUPY_MODEL``; the route a call runs is measured
+(``backends/measured.py``): the steps, ``cupy.einsum`` along the path and, with three operands
+or more, ``cupy.einsum`` left to right.  ``optimize=False`` is one ``cupy.einsum``.
 
-numpy scalars and Python numbers mix in (each goes to the device as a 0-d array, as
-``cupy.asarray`` makes it); a numpy array or list among CuPy operands is refused by the registry
-(``Backend.mixes_host_arrays``), never copied to the device behind the caller's back.
-``out=`` takes a CuPy array (written with ``cupy.copyto``); ``memory_limit=`` bounds device
-memory (an explicit limit only, as on torch).  A 0-d result is a 0-d CuPy array, as
-``cupy.einsum`` returns.  This module reads ``sys.modules['cupy']`` (the registry loads it only
-once the caller has imported CuPy), so a stand-in namespace registered there runs the same
-code (``tests/_fake_cupy.py``, for CI without a GPU).
+numpy scalars mix in as 0-d device arrays; a numpy array among CuPy operands is refused by
+the registry (``Backend.mixes_host_arrays``), never copied behind the caller's back.  ``out=``
+takes a CuPy array; ``memory_limit=`` bounds device memory (explicit limits only).  This module
+reads ``sys.modules['cupy']``, so a stand-in registered there runs the same code
+(``tests/_fake_cupy.py``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """The dask backend: a lazy, blockwise contraction whose blocks run the numpy schedule.
 
-``contract`` on dask arrays (numpy operands among them are lifted to one-block dask arrays)
-returns a dask array and computes nothing.  The graph is one ``dask.array.blockwise`` layer
-over the operands' chunks, indexed by the expansion's integer labels:
-
-* every block runs a numpy schedule compiled for that block's shapes (BLAS matmuls along the
-  whole-array schedule's pairwise path; a direct einsum where the whole-array schedule is
-  direct), cached per block-shape signature; its memory limit is numpy's default for the
-  block's shapes, or the ``memory_limit=`` of the call, per block;
-* a kept (output) axis keeps its chunks: its blocks never meet, nothing is gathered;
-* a contracted axis in one chunk is contracted inside the block; a contracted axis split over
-  several chunks stays in the blockwise output as a length-1 axis per block, and those partial
-  sums are added by dask's tree reduction (``Array.sum``), as ``dask.array.einsum`` does;
-* where operands chunk the same axis differently, the chunks are unified as dask's own
-  ``blockwise``/``einsum`` do (``dask.array.core.unify_chunks``: an operand in one chunk takes
-  the other's chunks, two different splittings meet at their common refinement).  A diagonal's
-  two axes are first given common chunks within their operand (``unify_chunks`` alone leaves
-  them unequal when the operand is alone);
-* size-1 axes broadcast: blockwise pairs the single block with every block of the other side.
-
-Only numpy-backed dask arrays are supported (the blocks run numpy's BLAS).
+``contract`` on dask arrays (numpy operands lifted to one-block dask arrays) returns a dask
+array and computes nothing.  The graph is one ``dask.array.blockwise`` layer over the
+operands' chunks, indexed by the expansion's integer labels: each block runs a numpy schedule
+compiled for its shapes (cached per block-shape signature; memory limit per block); kept axes
+keep their chunks; a contracted axis split over chunks leaves partial sums that dask's tree
+reduction adds, as ``dask.array.einsum`` does; differing chunks are unified as dask's own
+``blockwise`` does, a diagonal's two axes first within their operand.  Only numpy-backed dask
+arrays are supported.
 
 >>> import dask.array as da, numpy as np
 >>> from contractions import contract

@@ -1,28 +1,13 @@
 """The JAX backend: one ``jnp.einsum`` on the expanded string.
 
-With the default ``optimize`` the call is exactly ``jnp.einsum(expansion.einsum, *operands)``:
-JAX picks the pairwise order itself (opt_einsum's ``'auto'``, as for a hand-written einsum) and
-XLA lowers each pair to one ``dot_general``.  A jitted `contract` therefore lowers to the same
-program as the jitted hand-expanded ``jnp.einsum`` (tests/test_jax_backend.py compares the
-StableHLO), which is what XLA does best here: the numpy time model's orders measured slower under
-``jit`` (docs/transforms.md, dev/decisions.md).  No schedule is built for such a call, so a new
-shape costs only the parse/solve/expand/extent stages.  An explicit ``optimize=`` (a preset, a
-path, a PathOptimizer, ``False``) is honoured: the schedule's path for it is handed to
-``jnp.einsum(..., optimize=path)``.
-
-Nothing is reshaped or transposed here, so every group sub-axis stays an einsum axis that can be
-sharded without collectives, and JAX's own batching/differentiation rules apply.  Nothing here
-touches the host either (no ``np.asarray`` of a device value): the same code lowers for any
-device.
-
-Eager calls on concrete arrays go through a jitted ``jnp.einsum`` cached per
-``(einsum string, path, precision, preferred_element_type)``: eager ``jnp.einsum`` re-plans in
-Python on every call, the cached jitted function costs one C++ dispatch
-(``bench/eager_overhead.py``).  ``jnp.einsum`` accepts the non-ASCII symbols the expansion hands
-out past 52 axes, so large expansions need no special route.
-
-This module imports jax at top level; the registry imports it only after it has seen a jax
-array or tracer among the operands.
+With the default ``optimize`` the call is exactly ``jnp.einsum(expansion.einsum, *operands)``,
+so a jitted `contract` lowers to the same program as the jitted hand-expanded einsum (the
+numpy time model's orders ran slower under ``jit``: dev/decisions.md 16).  An explicit
+``optimize=`` is honoured by handing the schedule's path to ``jnp.einsum(..., optimize=path)``.
+Nothing is reshaped or transposed, so every group sub-axis can be sharded without
+collectives, and nothing touches the host.  Eager calls go through a jitted ``jnp.einsum``
+cached per (string, path, precision, preferred_element_type): one C++ dispatch instead of
+einsum's Python planning.
 
 >>> import jax.numpy as jnp
 >>> jitted_einsum('ab,bc->ac')(jnp.ones((2, 3)), jnp.ones((3, 4))).shape

@@ -1,29 +1,13 @@
 """The route of a CUDA call, chosen by measurement on the shape's first calls (CuPy, torch CUDA).
 
-A schedule for a GPU can run two ways, both correct: its own steps (batched matmuls, gathers,
-sums, one Python call each) or one framework einsum along its path (``cupy.einsum``,
-``torch.einsum``).  Which is faster depends on launch and dispatch costs that the GPU time
-model (``contractions/model/gpu_prices.py``) only estimates; on an H200 the estimates picked the slower
-route on a few strings in ten.  So, as FFTW plans by measuring, a CUDA runner times the
-candidate routes on its own first calls and keeps the fastest (dev/decisions.md, decision 49):
-
-- each of the first ``ROUNDS`` rounds runs every candidate once, in turn, each timed over
-  `PIPELINED` calls back to back between two device syncs (the caller's arguments, the
-  caller's result: every measuring call is a real call and returns its result);
-- the first round is a warm-up (a kernel compiled, a cuBLAS handle made) and is not counted; a
-  candidate slower than ``DROP_FACTOR`` times the best one in a counted round is dropped;
-- the fastest by its best counted time is kept for every later call, without syncs; the choice
-  is remembered per problem (`remembered`), so a new runner for the same einsum, shapes and
-  path (``contract_expression``, an evicted cache entry) starts with it.
-
-A candidate that raises (the framework einsum out of device memory) is dropped and the next one
-runs the call.  While a CUDA graph is being captured nothing is timed (a sync is not allowed
-there): the GPU model's pick runs.  Nothing here runs on the CPU: the torch backend measures
-only tensors on a CUDA device, and numpy never comes here.  Results of the routes agree
-within float rounding, not bit for bit (they sum in different orders).
-
-The clock is injectable: `timer` (a module attribute, replaced in tests) runs one candidate
-and returns its result and seconds.
+A GPU schedule can run its own steps or one framework einsum along its path; the GPU time
+model only estimates which is faster, so, as FFTW plans by measuring, a CUDA runner times the
+candidates on its own first calls and keeps the fastest (dev/decisions.md 49).  Each of the
+first ``ROUNDS`` rounds runs every candidate once, timed over `PIPELINED` real calls between
+two syncs; the first round is a warm-up; a candidate slower than ``DROP_FACTOR`` times the
+best is dropped, one that raises too.  The choice is remembered per problem (`remembered`).
+While a CUDA graph is captured nothing is timed (the model's pick runs).  Routes agree within
+float rounding, not bit for bit.  The clock is injectable: `timer`, replaced in tests.
 """
 
 from __future__ import annotations

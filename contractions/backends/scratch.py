@@ -1,24 +1,12 @@
 """Scratch buffers for numpy runs, reused from one call to the next.
 
-A schedule's layout copies (gathers) and intermediates are fresh arrays on every call.  When
-they are larger than glibc's small-block bins, ``malloc`` hands back memory it has just given
-to the kernel (heap trimming, or ``mmap`` past its threshold), and the copy then pays one page
-fault per page before a byte moves: measured on a 4 MB gather, 2.5 ms against 0.3 ms into a
-buffer that was touched before (dev/decisions.md, decision 40).  Whether a repeated call pays
-this depends on the allocator's history, which is why the same call ran 0.8 ms in one process
-and 7 ms in another.
-
-This module keeps such buffers per thread and hands them out again once nothing refers to
-them.  "Nothing refers" is read from CPython's reference count, which every view of a buffer
-raises (a numpy view's ``base`` is the buffer that owns the memory), so a buffer still
-reachable from anywhere (a user's result, a view of it, another thread) is never handed out
-twice.  Only intermediates and copies that a call drops before it returns come from here:
-the arrays a call returns are always fresh.
-
-The buffers all threads keep together are bounded in bytes (`scratch_limit`, default
-`DEFAULT_SCRATCH_BYTES`; a thread that would pass it first releases its own free buffers,
-least recently used first, and else makes a buffer it does not keep), so a pool of worker
-threads (dask's) cannot multiply it; `clear_scratch` releases the calling thread's.
+Large gathers and intermediates made fresh on every call can pay a page fault per page when
+``malloc`` hands back memory just returned to the kernel (dev/decisions.md 40).  This module
+keeps such buffers per thread and hands one out again only when CPython's reference count
+says nothing (no view, no other thread) refers to it; the arrays a call returns are always
+fresh.  The buffers of all threads together are bounded in bytes (`scratch_limit`, default
+`DEFAULT_SCRATCH_BYTES`; past it a thread releases its own free buffers, least recently used
+first); `clear_scratch` releases the calling thread's.
 
 >>> import numpy as np
 >>> a = take_scratch((2, 3), np.dtype(np.float64))

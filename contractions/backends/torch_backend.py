@@ -1,37 +1,18 @@
 """The PyTorch backend: the shared schedule compiled onto torch operations.
 
-Every operation used (``einsum`` on at most 52 local letters per call, ``matmul``, ``mul``,
-``permute``, ``reshape``, ``diagonal``, ``sum``, ``contiguous``, ``clone``) is an ordinary
-differentiable, batchable torch op, so ``contract`` composes with ``torch.vmap`` (nested,
-``chunk_size``), autograd in reverse and forward mode, and ``torch.func.grad``/``jacrev``/
-``jacfwd`` with no custom rules.  Because the schedule is the same one numpy runs, there is no
-52-letter ceiling: a step never uses more than a handful of letters.
-
-Operands are promoted to a common dtype first (``torch.einsum`` refuses mixed dtypes), or cast
-to ``preferred_element_type`` when one is given.  Non-tensor operands (numpy arrays) are
-converted with ``torch.as_tensor`` onto the device of the first tensor.  This module imports
-torch at top level; the registry imports it only after it has seen a torch tensor among the
-operands.
+Every operation used is an ordinary differentiable, batchable torch op, so ``contract``
+composes with ``torch.vmap``, autograd and ``torch.func`` with no custom rules, and the
+schedule's steps never reach einsum's 52-letter ceiling.  Operands are promoted to a common
+dtype (or cast to ``preferred_element_type``); numpy operands join the first tensor's device.
 
 What runs is the schedule's: its steps, or (``strategy == 'direct'``) one ``torch.einsum``
-along ``schedule.path`` handed to torch's C++ einsum, so no path is searched on a call.  The
-torch cost model (``contractions/model/torch_prices.py``, declared on the registry entry) made that
-choice when the schedule was planned; `torch_route` only reads it.  On a CUDA device the GPU
-time model keeps the steps and the route is measured instead (`cuda_routes`,
-``backends/measured.py``): the shape's first calls time the steps against one ``torch.einsum``
-along the path (and along opt_einsum's ``'auto'`` path, torch's own, where it differs) and the
-fastest is kept; CPU tensors are never timed.  The result of a pure
-permutation or diagonal is what ``torch.einsum`` returns, a view of the operand (numpy's
-backend copies instead).  Two torch-specific ways of running it, fixed in `compile`:
-
-* **blocks under transforms**: a blocked schedule writes its blocks into a preallocated
-  result in place, except when an operand is a ``torch.func`` wrapper (``vmap``, ``grad``,
-  ``jacrev``...), which cannot be written into an unwrapped result: then the blocks are
-  assembled functionally (``torch.cat`` along kept labels, sums over summed ones);
-* **torch.compile**: ``contract`` is registered as one node of TorchDynamo's graph
-  (``torch_compile_hook.py``), so the planner is never traced; while tracing, an unblocked
-  schedule of at most 52 labels runs as ``torch.einsum`` on the expanded string, exactly the
-  graph a hand-written ``torch.einsum`` gives Inductor.
+along ``schedule.path``, as the torch cost model decided when planning (`torch_route` only
+reads it; dev/decisions.md 26).  On CUDA the route is measured on the shape's first calls
+instead (`cuda_routes`, ``backends/measured.py``).  A blocked schedule under a ``torch.func``
+transform assembles its blocks functionally rather than writing them in place; under
+``torch.compile`` ``contract`` is one graph node (``torch_compile_hook.py``) and, while
+tracing, an unblocked schedule runs as ``torch.einsum`` on the expanded string
+(dev/decisions.md 22).
 
 >>> import torch
 >>> contract_labelled([torch.ones(2, 3), torch.ones(3, 4)], [(7, 8), (8, 9)], (9, 7)).shape

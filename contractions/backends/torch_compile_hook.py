@@ -1,18 +1,10 @@
 """Make ``contract`` one node of a ``torch.compile`` graph, without importing torch.
 
-TorchDynamo (``torch.compile``'s frontend) would otherwise trace into the planner, which is
-plain Python over caches and dataclasses: slow to trace, full of graph breaks, and pointless,
-since the plan depends on shapes only.  Registered with ``torch.compiler.allow_in_graph``,
-``contract`` is written into Dynamo's graph as a single call; AOTAutograd then runs it on fake
-tensors, so planning happens once per shape signature at compile time (through the usual
-caches) and what reaches Inductor is the schedule's plain torch operations, which it fuses
-like any other.
-
-The registration needs ``torch._dynamo``, which costs seconds to import, so it happens only
-once that module is loaded, never before and never at the price of importing it: at once if
-it is already loaded when ``contractions`` is imported, otherwise from a one-shot import hook
-that fires when something (``torch.compile`` itself) imports it.  The hook only watches for
-that one module name; it imports nothing and removes itself after firing.
+Registered with ``torch.compiler.allow_in_graph``, ``contract`` is one call in Dynamo's graph
+instead of a traced planner: planning happens once per shape signature at compile time and
+Inductor sees the schedule's plain torch operations.  ``torch._dynamo`` costs seconds to
+import, so the registration happens at once if it is already loaded, else from a one-shot
+import hook that fires when something imports it (the hook imports nothing and removes itself).
 
 >>> import sys
 >>> install()            # idempotent; registers now if torch._dynamo is loaded

@@ -1,28 +1,16 @@
 """Plans that outlive the process: what the full search decided, kept on disk.
 
-A script run twice, a test suite, or many ranks or workers running the same contractions would
-each pay the full search again.  As FFTW keeps "wisdom", the decisions of every full search
-(`schedule.decisions`: the path, and the blocks' labels and chunk sizes) are kept in a store,
-and a later process that meets the same structure at the same extents lowers them at once
-(one path priced, no search; every decision checked against the call).
+As FFTW keeps "wisdom", the decisions of every full search (`schedule.decisions`) are kept in
+a store, and a later process that meets the same structure at the same extents lowers them at
+once, checked against the call (dev/decisions.md 56).  Where: ``plans.sqlite`` in the
+per-user cache directory; ``CONTRACTIONS_PLANS=PATH`` names another file, ``=off`` turns it
+off.  It is opened on the first full search, never on import.
 
-Where: ``plans.sqlite`` in the per-user cache directory, beside the calibrated profile;
-``CONTRACTIONS_PLANS=PATH`` names another file and ``CONTRACTIONS_PLANS=off`` turns the store
-off (nothing read, nothing written).  It is opened on the first full search, never on import.
-
-What makes it safe:
-
-* **data only**: SQLite rows of JSON text; nothing in it is executed or unpickled;
-* **keyed like wisdom**: each entry by the structure (expanded labels, axes of extent 1,
-  layouts, einsum or not, the cost model) and the extents and memory limit it was planned at,
-  under a header of the library version and the fingerprint of the profile that priced it.
-  A header that does not match makes the whole store ignored for the process, with one
-  warning naming the file, never half used;
-* **checked on load**: an entry that does not parse, or whose decisions do not fit the call,
-  is dropped from the store with one warning, and the call searches afresh;
-* **shared**: writes are SQLite transactions (several processes may write at once; none sees
-  a torn file), batched (at most `FLUSH_EVERY` pending, the rest when the process exits);
-* **bounded**: past `max_bytes` of entries, the least recently used are evicted.
+Data only (SQLite rows of JSON text); keyed by structure, extents and memory limit under a
+header of the library version and the profile's fingerprint (a header that does not match
+makes the store ignored, with one warning); an entry that does not parse or fit is dropped
+with one warning; writes are batched transactions (`FLUSH_EVERY`); past `max_bytes` the
+least recently used entries are evicted.
 
 >>> import tempfile, pathlib
 >>> store = PlanStore(pathlib.Path(tempfile.mkdtemp()) / 'plans.sqlite')

@@ -1,29 +1,13 @@
 """New shapes of a known structure: run at once, on a program compiled once per structure.
 
-A loop whose shapes change on every call (ragged tensor-train ranks, a growing probe count)
-meets a new shape of a known string on almost every call.  The 'reuse' tier
-(`calls.tiers`) already plans such a call without a search: it keeps the structure's
-decisions (path, kernels, result orders, matmul layouts).  A `Structure` goes one step further:
-it keeps the structure's *compiled program*, whose shapes are read from the call's extents
-(`backends.compile.compile_any_extents`), so a new shape costs its extents, a price check and the arithmetic:
-no plan, no schedule, no compile.
-
-What it checks per new shape, declining (the checked route then plans the call as before,
-errors included) whenever one fails:
-
-* the extents agree across operands (a mismatch is the checked route's error to report);
-* no extent is 0 (the full search's case);
-* the strategy the extents take (one einsum call for small work, else the steps) has a
-  template: a schedule of this structure planned before;
-* for the steps: the full search does not pay at once (`tiers.upgrade_after`, the call's
-  modelled time priced by scaling the template's prices by FLOPs), and the peak at these
-  extents is within the memory limit.
-
-The shape then joins the hot dict as the reuse tier's provisional runner: its
-``upgrade_after``-th call runs the full search (exactly as for a shape the reuse tier planned).
-
-Only default-option numpy calls come here (the hot path's key); the structure's key adds each
-operand's axes of extent 1 and its layout (dtype, C or Fortran order) to the string's.
+The 'reuse' tier (`calls.tiers`) keeps a structure's decisions; a `Structure` keeps its
+compiled program, whose shapes are read from the call's extents
+(`backends.compile.compile_any_extents`), so a new shape costs its extents, a price check and
+the arithmetic (dev/decisions.md 50).  It declines (the checked route then plans the call,
+errors included) unless the extents agree across operands, none is 0, the strategy they take
+has a template of this structure, and for the steps the full search does not pay at once
+(`tiers.upgrade_after`) and the peak fits the memory limit.  The shape then joins the hot dict
+as a provisional runner.  Only default-option numpy calls come here.
 """
 
 from __future__ import annotations

@@ -1,45 +1,24 @@
 """Planning that pays for itself: which tier plans a call, and when the full search runs.
 
-The full search (`make_schedule`) prices every candidate path with the time model: about a
-millisecond for three operands and several for four, for calls that often run in tens of
-microseconds.  A loop whose shapes change on every call (a tensor train of ragged ranks, a
-probe count that grows) would pay it on every call.  So a call of ``optimize='auto'`` (the
-default) is planned in the cheapest tier that is sound, and the full search runs once it pays
-for itself (dev/decisions.md, "Planning that pays for itself"):
+The full search (`make_schedule`) costs milliseconds, for calls that often run in tens of
+microseconds, so a call of ``optimize='auto'`` is planned in the cheapest sound tier and the
+full search runs once it pays for itself (dev/decisions.md 47, 51):
 
-* ``'reuse'``: a schedule of the same structure (the same labels, the same extents of 1, the
-  same operand layouts) was planned before at other extents: its path and its steps'
-  decisions (kernels, result orders, matmul layouts, promoted labels) are taken as they are,
-  their views computed for the new extents and their prices scaled by FLOPs.  No search and
-  no pricing at all.  Where that schedule ran in blocks under the memory limit and the new
-  extents break the limit too, the same labels are cut (`blocking.block_like`), each block
-  taking the decisions of the search's block of its structure.
-* ``'first'``: the structure's very first call, where the backend can run one einsum call
-  along a path (numpy, torch): one einsum call per pair of the path of fewest FLOPs, nothing
-  else planned (`lowering._along_path`), when that is priced below what planning the quick
-  tier would cost (`quick_ns`: planning could not pay for itself on this call) and its
-  intermediates fit the memory limit.  The shape's next call, or the structure's next shape,
-  is planned in the quick (or reuse) tier; a call at the same extents before that (another
-  split of a co-travelling run: the same contraction) runs the same einsum calls.
-* ``'quick'``: nothing to reuse: the candidate path of fewest FLOPs is lowered alone, each of
-  its steps searched as the full search would.
-* ``'full'``: every candidate priced, the memory limit met by another order or by blocks,
-  cache-sized blocks where they pay (`make_schedule`);
-* ``'stored'``: where the full search would run, the plan store (`calls.store`) holds its
-  decisions for this structure at these extents, kept by an earlier process: they are lowered
-  again and checked against the call (`full_search`, `schedule.decisions`), with no search.
+* ``'reuse'``: a schedule of the same structure was planned at other extents: its path and
+  decisions are taken as they are, views recomputed, prices scaled by FLOPs (blocks cut as
+  its blocks were: `blocking.block_like`);
+* ``'first'``: the structure's first call on a backend that runs einsum along a path: one
+  einsum call per pair of the path of fewest FLOPs, when priced below `quick_ns` and within
+  the memory limit;
+* ``'quick'``: the candidate path of fewest FLOPs lowered alone;
+* ``'full'``: every candidate priced, the memory limit met by another order or by blocks;
+* ``'stored'``: the plan store's (`calls.store`) decisions of an earlier full search,
+  lowered again and checked (`full_search`).
 
-The rule: the full search runs when its predicted cost (`search_ns`) is at most
-`SEARCH_FRACTION` of the time the shape's calls have run so far, this one included (by the
-model's ``cost_ns``).  A first call whose work is large enough is planned fully at once; a
-small one runs its cheap schedule, and the shape's ``upgrade_after``-th call runs the full
-search.  Where the cheap schedule breaks the memory limit, the predicted cost counts the
-search for blocks too (`blocks_search_ns`), and only the reuse tier of a blocked structure
-has blocks to offer; any other such call goes to the full search (another order, or blocks
-found by search).  A direct schedule (one einsum call, chosen for small problems by every
-tier alike), a zero extent, an explicit ``optimize=`` and a cost model that declares
-``cheap_first_plans = False`` (the GPU models, whose prices are not yet fitted on a GPU)
-always go to the full search.
+The full search runs when its predicted cost (`search_ns`, plus `blocks_search_ns` where the
+cheap schedule breaks the memory limit) is at most `SEARCH_FRACTION` of the shape's calls'
+time so far (`upgrade_after`).  A direct schedule, a zero extent, an explicit ``optimize=``
+and a model with ``cheap_first_plans = False`` always go to the full search.
 
 >>> from contractions.plan import make_plan
 >>> from contractions.calls.remembered import clear_templates

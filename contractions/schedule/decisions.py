@@ -1,16 +1,11 @@
 """A full search's decisions as plain data, and the schedule they make again.
 
-The full search (`make_schedule`) prices every candidate path, then searches blocks where the
-memory limit or the cache asks for them.  What it *decides* is small: the pairwise order, and
-for a blocked run which labels are cut into chunks of which sizes.  `decisions_of` writes those
-as JSON-ready data; `from_decisions` lowers them again for a plan, pricing only the one path
-and assembling the blocks named (no search), so the plan store (`calls.store`) can hand a later
-process the full search's result at the cost of one path's lowering.
-
-Every decision is checked against the call before it is used: the path must pair operands that
-exist, a cut label must be one of the call's with a chunk within its extent, and the blocked
-run must keep the memory limit.  Anything else gives None (the caller searches afresh), so a
-wrong or crafted decision can cost speed but never a wrong result.
+What a full search decides is small: the pairwise order, and for a blocked run which labels
+are cut into chunks of which sizes.  `decisions_of` writes those as JSON-ready data;
+`from_decisions` lowers them again for a plan, pricing only that path (no search), for the plan
+store (`calls.store`).  Every decision is checked against the call (operands that exist, cut
+labels of the call within their extents, the memory limit kept); anything else gives None and
+the caller searches afresh, so a wrong decision costs speed, never a wrong result.
 
 >>> from contractions.plan import make_plan
 >>> from contractions.schedule import make_schedule

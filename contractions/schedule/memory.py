@@ -229,18 +229,14 @@ def _resolve_limit(memory_limit: Any, shapes: tuple[Shape, ...], output_shape: S
 
 
 #: The default limit never goes below this many elements (8 MiB of float64): below it, blocks
-#: would only add Python overhead (measured: a mid-size 4-operand string cut into 64 blocks ran
-#: 1.4x slower) to calls whose extra memory is negligible.
+#: only add Python overhead (dev/decisions.md 24).
 DEFAULT_LIMIT_FLOOR = 2**20
 
 
 #: Blocks are cut until the modelled peak is within this share of the limit.  The model counts
 #: intermediates, gathered and converted copies, slice copies and block results; the share
-#: leaves room for what it cannot see (matmul's own buffers, a reshape of a strided view).
-#: Measured (tracemalloc, every vocabulary string at mid and large, C, Fortran and transposed
-#: operands, the default limit and one 16 times smaller): at a share of 1.0 no call exceeded
-#: its limit plus the 256 kB allowance; 0.9 halves the blocks of most blocked strings against
-#: the earlier 0.6 (large: 6 rather than 7 strings below 0.9x their unbounded time).
+#: leaves room for what it cannot see (matmul's own buffers, a reshape of a strided view;
+#: measured: dev/decisions.md 24).
 BLOCK_HEADROOM = 0.9
 
 

@@ -1,30 +1,9 @@
 """pytest plugin: configuration for the evidence suites, and a summary of what they checked.
 
-Opt-in (it is not a `pytest11` entry point, so installing the library loads nothing into
-other projects' pytest runs). Load it from the rootdir's `conftest.py` or the ini::
-
-    # conftest.py (at the rootdir)
-    pytest_plugins = ["contractions.testing.plugin"]
-
-    # or pyproject.toml
-    [tool.pytest.ini_options]
-    addopts = "-p contractions.testing.plugin"
-
-By itself it adds no tests: it declares where to scan and where the identifiability table
-lives, and a project imports the suites into one test module::
-
-    # pyproject.toml
-    [tool.pytest.ini_options]
-    contractions_scan_paths = ["src/mypkg", "examples"]
-    contractions_table = "tests/identifiability_table.txt"
-
-    # tests/test_contractions_evidence.py
-    from contractions.testing.suites import *  # noqa: F401,F403
-
-Paths in the ini file are relative to the ini file's directory. A test module may instead set
-`CONTRACTIONS_SCAN_PATHS` / `CONTRACTIONS_TABLE` (relative to the module's own directory),
-which also works without this plugin. Loaded but unconfigured, while code under the rootdir
-calls `contract`, it warns. See docs/harness.md.
+Opt-in (not a `pytest11` entry point): load it with ``-p contractions.testing.plugin`` or
+``pytest_plugins``.  It adds no tests; it declares the ini options ``contractions_scan_paths``
+and ``contractions_table`` (relative to the ini file), and warns when loaded unconfigured
+while code under the rootdir calls `contract`.  See docs/harness.md.
 """
 
 from __future__ import annotations

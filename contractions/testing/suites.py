@@ -1,27 +1,12 @@
 """The evidence suites as pytest tests, parametrized from an AST scan (docs/harness.md).
 
-Import them into one test module of your project and say what to scan::
-
-    # tests/test_contractions_evidence.py
-    from contractions.testing.suites import *  # noqa: F401,F403
-    CONTRACTIONS_SCAN_PATHS = ["../src/mypkg"]            # relative to this file
-    CONTRACTIONS_TABLE = "identifiability_table.txt"      # relative to this file
-
-or configure `contractions_scan_paths` / `contractions_table` in the pytest ini (the opt-in
-plugin `contractions.testing.plugin` declares them). Unconfigured, every test here is skipped
-with a message saying how to configure it. The wiring (configuration, the scan, the
-parametrisation) is `contractions.testing.collection`; every shape used here comes from
-`contractions.testing.cases`.
-
-The suites, each named `test_contractions_*`:
-  1. `oracle`: every vocabulary string x a shape matrix vs the definitional loop oracle;
-  2. `table_has_entry` (completeness), `table_pins_solver` (both directions) and
-     `table_matches_call_sites` (the supplement an entry names is one the code passes);
-  3. `call_site`: each literal call site succeeds with exactly the keywords it passes;
-  4. `split_invariance` (+ `runs_match_solver`): every split of a co-travelling run is
-     bitwise-identical;
-  5. `sharding_sweep` + `sharding_guard`: zero forbidden collectives over 4 virtual devices,
-     and a deliberate group-fusing flatten is caught. Marked `slow`.
+Import them into one test module (``from contractions.testing.suites import *``) and set
+`CONTRACTIONS_SCAN_PATHS` / `CONTRACTIONS_TABLE` there, or the plugin's ini options;
+unconfigured, every test is skipped saying how to configure it.  The wiring is
+`contractions.testing.collection`; the shapes come from `contractions.testing.cases`.  The
+suites: `oracle`; `table_has_entry`, `table_pins_solver`, `table_matches_call_sites`;
+`call_site`; `split_invariance` (+ `runs_match_solver`); `sharding_sweep` + `sharding_guard`
+(marked `slow`).
 """
 
 from __future__ import annotations
