@@ -15,12 +15,8 @@ from ..errors import PathError
 from ..expand import symbol_past_letters
 from .ir import EINSUM_LETTERS, Labels
 
+
 # ------------------------------------------------------------------------------ optimize=
-#: What ``optimize=`` accepts, normalised: a preset name, ``'direct'`` (one einsum call),
-#: an explicit path (tuple of tuples) or a PathOptimizer instance.
-Optimize = Any
-
-
 def normalise_optimize(optimize: Any) -> Any:
     """Check an ``optimize=`` value and return a hashable, canonical form.
 
