@@ -8,6 +8,7 @@ against the fresh numbers after a run.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from pathlib import Path
@@ -35,6 +36,9 @@ GOAL_ROOFLINE_STRING = 5.0  # mid: every string / its own estimate
 GOAL_TINY_FLOOR = 0.9  # tiny: every string vs np.einsum on the expanded string
 GOAL_TINY_OVERHEAD_US = 1.5
 GOAL_MEMORY = 1.0  # large: contract's peak extra memory / largest operand or result
+GOAL_MODEL_SHARE = 0.9  # mid: strings whose modelled time is within 2x of the clock
+GOAL_MODEL_SLOW_US = 100.0  # mid and large: every string slower than this within 2x
+STEP_NOISE = 0.95  # a step counts as priced below its roofline under 0.95x it (measurement noise)
 # The earlier target, against numpy/opt_einsum peers only, reported for continuity (not a goal).
 CONTINUITY_GEOMEAN = 1.5
 
@@ -103,9 +107,38 @@ def summarise(results: dict[str, list[Row]], roof) -> dict:
         entry["memory_above"] = sorted(
             ((s, v) for s, v in memory.items() if v > GOAL_MEMORY), key=lambda x: -x[1]
         )
+        entry.update(_model_entry(rows, roof))
         summary[size] = entry
     summary["goals"] = _goals(summary)
     return summary
+
+
+def step_rooflines(row: Row, roof) -> list[tuple[float, float]]:
+    """(modelled, roofline) seconds of each step of the row's default schedule."""
+    return [(model, roof.step_seconds(flops, moved, touched)) for model, flops, moved, touched in row.steps]
+
+
+def schedule_roofline(row: Row, roof) -> float | None:
+    """The least time the row's schedule could take: its steps' rooflines summed."""
+    return sum(r for _, r in step_rooflines(row, roof)) if row.steps else None
+
+
+def _model_entry(rows: list[Row], roof) -> dict:
+    """How the time model compares with the clock and the roofline, per string and per step."""
+    ratios = {r.subscripts: r.modelled / r.seconds["contract"] for r in rows if r.modelled}
+    outside = sorted(((s, v) for s, v in ratios.items() if not 0.5 <= v <= 2.0), key=lambda x: abs(math.log(x[1])),
+                     reverse=True)
+    clock = {r.subscripts: r.seconds["contract"] for r in rows}
+    below = [(r.subscripts, k, model / ceiling) for r in rows
+             for k, (model, ceiling) in enumerate(step_rooflines(r, roof)) if model < STEP_NOISE * ceiling]
+    return {
+        "model_strings": len(ratios),
+        "model_within_2x": len(ratios) - len(outside),
+        "model_outside_2x": outside,
+        "model_outside_slow": [(s, v) for s, v in outside if clock[s] * 1e6 > GOAL_MODEL_SLOW_US],
+        "steps_priced": sum(len(r.steps) for r in rows),
+        "steps_below_roofline": sorted(below, key=lambda x: x[2]),
+    }
 
 
 def _count(names) -> dict[str, int]:
@@ -140,6 +173,34 @@ def _goals(summary: dict) -> list[tuple[str, str, str, bool]]:
                 not s["below_floor"],
             )
         )
+    for size in ("mid", "large"):
+        if size not in summary or not summary[size].get("model_strings"):
+            continue
+        s = summary[size]
+        share = s["model_within_2x"] / s["model_strings"]
+        goals.append(
+            (
+                f"{size}: the time model within 2x of the clock"
+                + (f" on >= {GOAL_MODEL_SHARE:.0%} of strings and" if size == "mid" else "")
+                + f" on every string above {GOAL_MODEL_SLOW_US:g} us",
+                (f">= {GOAL_MODEL_SHARE:.0%}; " if size == "mid" else "") + "0 slow strings outside",
+                f"{s['model_within_2x']} of {s['model_strings']} ({share:.0%}); slow strings outside: "
+                f"{len(s['model_outside_slow'])} {_listed(s['model_outside_slow'])}",
+                (share >= GOAL_MODEL_SHARE or size != "mid") and not s["model_outside_slow"],
+            )
+        )
+        below = s["steps_below_roofline"]
+        if s["steps_priced"]:
+            goals.append(
+                (
+                    f"{size}: no step priced below its roofline (its bytes at the measured bandwidth, its FLOPs "
+                    "at the measured peak)",
+                    "0 steps",
+                    f"{len(below)} of {s['steps_priced']} steps"
+                    + (": " + ", ".join(f"`{x}` step {k + 1} {v:.2f}x" for x, k, v in below[:6]) if below else ""),
+                    not below,
+                )
+            )
     if "mid" in summary:
         mid = summary["mid"]
         goals.append(
@@ -376,6 +437,21 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
         "it run at the machine's limit.*"
     )
     add("")
+    add("![The time model against the clock and each schedule's roofline, per string](benchmarks_model.png)")
+    add("")
+    add(
+        "*Per string (sorted by measured time): `contract`'s clock, the time model's price of its schedule, and "
+        "the schedule's roofline (each step's bytes at the bandwidth measured in the same run, within or past "
+        "the caches, or its FLOPs at the peak, summed). "
+        + "; ".join(
+            f"{size}: the model within 2x of the clock on {summary[size]['model_within_2x']} of "
+            f"{summary[size]['model_strings']} strings, {len(summary[size]['steps_below_roofline'])} of "
+            f"{summary[size]['steps_priced']} steps priced below their roofline"
+            for size in ("mid", "large") if size in summary and summary[size].get("model_strings")
+        )
+        + ".*"
+    )
+    add("")
     add("![Peak extra memory of one call per contender, relative to its largest operand or result](benchmarks_memory.png)")
     add("")
     add(
@@ -593,6 +669,7 @@ def plot(
     speed_path: Path,
     roofline_path: Path,
     memory_path: Path | None = None,
+    model_path: Path | None = None,
 ) -> None:
     import matplotlib
 
@@ -739,6 +816,9 @@ def plot(
     fig.savefig(roofline_path, dpi=110)
     plt.close(fig)
 
+    if model_path is not None:
+        _plot_model(plt, results, roof, sizes, model_path)
+
     if memory_path is None or "large" not in results:
         return
     rows = [r for r in _ok(results["large"]) if "contract" in r.memory and r.largest_bytes]
@@ -780,3 +860,33 @@ def plot(
     fig.tight_layout()
     fig.savefig(memory_path, dpi=110)
     plt.close(fig)
+
+
+def _plot_model(plt, results: dict[str, list[Row]], roof, sizes: list[str], path: Path) -> None:
+    """Per string, side by side: the clock, the time model and the schedule's roofline."""
+    fig, axes = plt.subplots(1, len(sizes), figsize=(7 * len(sizes), 5.5), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
+        rows = sorted((r for r in _ok(results[size]) if r.modelled), key=lambda r: r.seconds["contract"])
+        x = list(range(len(rows)))
+        ax.scatter(x, [r.seconds["contract"] for r in rows], s=14, color="#2ca02c", label="clock (contract)", zorder=3)
+        ax.scatter(x, [r.modelled for r in rows], s=16, marker="x", color="#d62728", label="time model", zorder=3)
+        roofs = [(xi, schedule_roofline(r, roof)) for xi, r in zip(x, rows)]
+        ax.scatter([xi for xi, v in roofs if v], [v for _, v in roofs if v], s=22, marker="_", color="black",
+                   label="roofline of its steps")
+        ax.set_yscale("log")
+        s = _model_entry(rows, roof)
+        ax.set_title(f"{size}: model within 2x of the clock on {s['model_within_2x']} of {s['model_strings']} "
+                     f"strings;\n{len(s['steps_below_roofline'])} of {s['steps_priced']} steps priced below "
+                     "their roofline", fontsize=9)
+        ax.set_xlabel("vocabulary string, sorted by measured time", fontsize=8)
+        ax.set_ylabel("seconds per call (log)", fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.suptitle(
+        f"the time model against the clock and the roofline (peak {roof.peak_flops / 1e9:.0f} GFLOP/s; copy "
+        f"{roof.cache_bandwidth / 1e9:.0f} GB/s within the caches, {roof.bandwidth / 1e9:.0f} GB/s past them)",
+        fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+

@@ -90,6 +90,9 @@ class Row:
     notes: dict = field(default_factory=dict)  # method -> how it was timed, when not plainly
     modelled: float = 0.0  # the default schedule's modelled seconds (numpy time model)
     blocks: int = 1  # its blocks (1: unblocked)
+    # per step of the default schedule: (modelled seconds, FLOPs, bytes moved, bytes touched),
+    # for its roofline (roofline.step_traffic)
+    steps: list = field(default_factory=list)
 
     def best_peer(self, names=peers.PEERS) -> tuple[str, float] | None:
         timed = [(self.seconds[n], n) for n in names if n in self.seconds]
@@ -130,6 +133,7 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
     row.modelled = expression.schedule.cost_ns * 1e-9
     if expression.schedule.blocking is not None:
         row.blocks = expression.schedule.blocking.n_blocks
+    row.steps = [list(step) for step in roofline.step_traffic(expression.schedule)]
     row.flops, row.nbytes = roofline.contraction_cost(case.expanded, case.shapes)
     row.largest_bytes = max(a.nbytes for a in [*arrays, got])
     funcs = {}
@@ -320,16 +324,17 @@ def main(argv=None) -> int:
     write_docs(report, results, roof, env, summary, elapsed)
     log(
         f"wrote {out_dir / 'benchmarks.md'}, benchmarks.png, benchmarks_roofline.png, benchmarks_memory.png, "
+        "benchmarks_model.png, "
         "bench/results/latest.json"
     )
     return 0
 
 
 def write_docs(report, results, roof, env, summary, elapsed) -> None:
-    """docs/benchmarks.md and its three plots, and dev/benchmark-goals.md, from one run's results."""
+    """docs/benchmarks.md and its four plots, and dev/benchmark-goals.md, from one run's results."""
     out_dir = REPO / "docs"
     report.plot(results, roof, out_dir / "benchmarks.png", out_dir / "benchmarks_roofline.png",
-                out_dir / "benchmarks_memory.png")
+                out_dir / "benchmarks_memory.png", out_dir / "benchmarks_model.png")
     (out_dir / "benchmarks.md").write_text(report.markdown(results, roof, env, summary, elapsed))
     (REPO / "dev" / "benchmark-goals.md").write_text(report.goals_markdown(summary, env, elapsed))
 

@@ -298,6 +298,24 @@ class _Run:
         per_small = self.time(lambda: small @ v) * 1e9 / small.size
         self.keep("ns_per_streamed_element", per_big - per_small)
 
+    def roofline(self) -> None:
+        # The floors every step price keeps (`Profile.cache_bytes_per_ns` and the two below):
+        # np.copyto's bytes read plus written, within the caches (arrays of a sixteenth of
+        # `memory_threshold` each) and past them (four times it, skipped on a quick run where
+        # that outgrows 64 MiB); the best square float64 matmul on every BLAS thread.
+        threshold = self.base.memory_threshold
+        sizes = [("cache_bytes_per_ns", max(1024, threshold // 16))]
+        if self.budget.streaming or 4 * threshold * 8 <= 64 << 20:
+            sizes.append(("memory_bytes_per_ns", 4 * threshold))
+        for done, (name, n) in enumerate(sizes):
+            self.tick(done, len(sizes) + 1)
+            source, target = self.rng.standard_normal(n), np.empty(n)
+            self.keep(name, 16 * n / (self.time(functools.partial(np.copyto, target, source)) * 1e9))
+        self.tick(len(sizes), len(sizes) + 1)
+        side = 1024 if self.budget.streaming else 512
+        a, b, out = self.rng.standard_normal((side, side)), self.rng.standard_normal((side, side)), np.empty((side, side))
+        self.keep("peak_flops_per_ns", 2 * side ** 3 / (self.time(functools.partial(np.matmul, a, b, out=out)) * 1e9))
+
     def einsum_loop(self) -> None:
         x, y = self.rng.standard_normal((4096, 16)), self.rng.standard_normal((4096, 16))
         contiguous = self.time(lambda: np.einsum("bk,bk->b", x, y)) * 1e9 / x.size
@@ -348,6 +366,7 @@ def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
     run = _Run(budget, log, base, progress)
     stages = [("BLAS products in cache", run.products), ("threaded products", run.threads),
               ("gathers and fresh pages", run.copies), ("reads past the caches", run.streaming),
+              ("the roofline: bandwidths and peak", run.roofline),
               ("numpy's einsum loop", run.einsum_loop), ("per-call and per-step Python", run.python_costs)]
     log(f"calibrating on {machine}")
     started = time.perf_counter()

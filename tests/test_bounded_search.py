@@ -24,6 +24,9 @@ EXTENTS = (1, 2, 3, 5, 8, 17, 32, 64, 127, 256)
 # Prices unlike the built-in ones: more threads that gain more, dearer calls and loops.
 OTHER_MODEL = NumpyCostModel().with_prices(blas_threads=8, thread_gain=0.9, ns_per_matmul_call=400.0,
                                            ns_per_einsum_mac=0.2, ns_per_strided_einsum_mac=0.3)
+# Slow memory and a slow peak: the roofline floors most step prices (`CostModel.roofline_ns`).
+WALLED_MODEL = NumpyCostModel().with_prices(cache_bytes_per_ns=2.0, memory_bytes_per_ns=0.5,
+                                            peak_flops_per_ns=2.0)
 
 
 @st.composite
@@ -46,7 +49,7 @@ def _all_paths(inputs, output, shapes, layouts, model):
 
 
 @settings(max_examples=150, deadline=None)
-@given(problems(), st.sampled_from([NUMPY_MODEL, OTHER_MODEL]))
+@given(problems(), st.sampled_from([NUMPY_MODEL, OTHER_MODEL, WALLED_MODEL]))
 def test_a_steps_floor_is_never_above_its_price(problem, model):
     inputs, output, shapes, layouts = problem
     for schedule in _all_paths(inputs, output, shapes, layouts, model):
@@ -73,7 +76,7 @@ def _schedule(inputs, output, shapes, limit, model):
 
 @settings(max_examples=60, deadline=None)
 @given(problems(), st.sampled_from([None, "default", "max_input", 4000, 150_000]),
-       st.sampled_from([NUMPY_MODEL, OTHER_MODEL]))
+       st.sampled_from([NUMPY_MODEL, OTHER_MODEL, WALLED_MODEL]))
 def test_the_paths_left_out_never_change_the_schedule(problem, limit, model):
     inputs, output, shapes, _ = problem
     bounded = _schedule(inputs, output, shapes, limit, model)

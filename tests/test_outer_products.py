@@ -113,3 +113,20 @@ def test_strided_inputs_of_an_outer_product_are_copied_and_the_copy_is_counted()
     x = rng.standard_normal((40, 300)).T           # a transposed view (Fortran order)
     wide = rng.standard_normal((300, 80))[:, ::2]  # strided columns
     np.testing.assert_allclose(contract("bi,bj->bij", x, wide), np.einsum("bi,bj->bij", x, wide), rtol=1e-12)
+
+
+def test_the_calls_outer_product_is_written_in_long_runs_and_returned_permuted():
+    # 'pqa,rsb->pqrsab' in output order writes runs of b (39 elements); in the operands' own
+    # orders, runs of a whole operand: the model prices the loop restarts, so the long runs
+    # win and the result is that buffer permuted (a view, as a matmul's result is)
+    subscripts, shapes = "pqa,rsb->pqrsab", [(16, 8, 12), (4, 8, 39)]
+    (step,) = _steps(subscripts, shapes)
+    assert step.result != (0, 1, 3, 4, 2, 5) and set(step.result[-3:]) in ({0, 1, 2}, {3, 4, 5})
+    x, y = (rng.standard_normal(s) for s in shapes)
+    got = contract(subscripts, x, y)
+    np.testing.assert_array_equal(got, np.einsum(subscripts, x, y))
+    assert got.shape == (16, 8, 4, 8, 12, 39) and not np.shares_memory(got, x)
+    # where the output order already writes long runs it stays: another order must be
+    # modelled a tenth faster (a permuted result costs its caller later)
+    (kept,) = _steps("pa,rb->prab", [(4, 3000), (5, 3000)])
+    assert kept.result == (0, 2, 1, 3)

@@ -182,13 +182,19 @@ def test_calibrate_writes_a_valid_profile_of_this_machine(tmp_path, monkeypatch,
     target = tmp_path / "measured.json"
     assert cli.main(["calibrate", "--quick", "--output", str(target)]) == 0
     out = capsys.readouterr().out
-    assert "[1/6] BLAS products in cache ..." in out and "[6/6]" in out
+    assert "[1/7] BLAS products in cache ..." in out and "[7/7]" in out
+    assert "the roofline: bandwidths and peak" in out
     assert f"wrote {target}" in out and f"{ENVIRONMENT_VARIABLE}={target}" in out
     measured = load_profile(target)
     assert measured.machine.cpu and measured.machine.threads >= 1 and measured.measured
     for name, value in measured.prices().items():
         assert math.isfinite(value) and value >= 0, name
     assert measured.ns_per_mac > 0 and measured.ns_per_step > 0
+    # the roofline is measured, not copied from the defaults
+    roof = (measured.cache_bytes_per_ns, measured.memory_bytes_per_ns, measured.peak_flops_per_ns)
+    assert all(v > 0 for v in roof)
+    assert measured.cache_bytes_per_ns != Profile.cache_bytes_per_ns
+    assert measured.peak_flops_per_ns != Profile.peak_flops_per_ns
     # it prices a plan
     plan = make_plan("WCa,Caib,WCi->WCb", ((8, 2, 30), (2, 30, 50, 60), (8, 2, 50)), ())
     assert make_schedule(plan, cost_model=NumpyCostModel(measured)).cost_ns > 0

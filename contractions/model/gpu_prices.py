@@ -140,6 +140,11 @@ class GpuCostModel:
         return (self._einsum_host_ns(pairs) + self.einsum_copy_share * copied * self.ns_per_element
                 + macs * self.ns_per_mac)
 
+    def roofline_ns(self, flops: int, moved: int, touched: int) -> float:
+        # (the device's memory and product throughput these estimates assume: an element read
+        # or written is half a copied one's price, a FLOP half a multiply-add's)
+        return max(flops * self.ns_per_mac, moved * self.ns_per_element) / 2
+
     def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
         return None   # (no floor derived for these prices: every candidate path is priced)
 

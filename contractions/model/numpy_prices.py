@@ -25,7 +25,7 @@ from .protocol import Access, CostModel, Labels, size_of
 
 __all__ = ["FAR_JUMP_ELEMENTS", "LINE_ELEMENTS", "NEAR_JUMP_ELEMENTS", "NUMPY_MODEL", "NumpyCostModel",
            "access_pattern", "direct_ns", "einsum_read_ns", "einsum_step_ns", "einsum_walk",
-           "fresh_buffer_ns", "gather_passes", "matmul_ns", "thread_speedup"]
+           "fresh_buffer_ns", "gather_passes", "matmul_ns", "roofline", "thread_speedup"]
 
 #: float64 elements in a 64-byte cache line; in a 4 KiB page (a jump this far or further
 #: crosses pages, which the prefetcher does not follow); and 256 B, the jump from which runs
@@ -160,6 +160,9 @@ class NumpyCostModel:
             return p.ns_per_paged_element * elements
         return 0.0
 
+    def roofline_ns(self, flops: int, moved: int, touched: int) -> float:
+        return roofline(self.profile, flops, moved, touched)
+
     def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
         # Any matmul layout runs at least ``batch`` products of at most these sizes (spread
         # labels only add calls and re-read factors; a promoted label adds calls), each at
@@ -181,6 +184,27 @@ class NumpyCostModel:
 
 #: The default cost model: numpy on its BLAS, priced by the active profile.
 NUMPY_MODEL = NumpyCostModel(active_profile())
+
+
+def roofline(profile: Profile, flops: int, moved: int, touched: int) -> float:
+    """The least time ``flops`` floating-point operations and ``moved`` float64 elements read
+    or written can take: the FLOPs at ``profile``'s peak, the bytes at its cache bandwidth
+    while the ``touched`` elements (the distinct ones) fit within its `memory_threshold`, else
+    at its memory bandwidth.  A price of 0 means unmeasured: no floor from it.
+
+    >>> from contractions.model.profile import Profile
+    >>> p = Profile(cache_bytes_per_ns=80.0, memory_bytes_per_ns=25.0, peak_flops_per_ns=180.0)
+    >>> roofline(p, 0, 1000, 1000)                   # 8 kB within the caches, at 80 B/ns
+    100.0
+    >>> roofline(p, 0, 4_000_000, 4_000_000)         # 32 MB past them, at 25 B/ns
+    1280000.0
+    >>> roofline(p, 18_000, 10, 10)                  # the FLOPs bound it
+    100.0
+    """
+    bandwidth = (profile.cache_bytes_per_ns if touched <= profile.memory_threshold
+                 else profile.memory_bytes_per_ns)
+    return max(flops / profile.peak_flops_per_ns if profile.peak_flops_per_ns > 0 else 0.0,
+               8.0 * moved / bandwidth if bandwidth > 0 else 0.0)
 
 
 def fresh_buffer_ns(elements: int) -> float:
@@ -220,8 +244,8 @@ def direct_ns(inputs: Sequence[Labels], output: Labels, extents: dict[int, int],
     distinct = {lab for labels in inputs for lab in labels}
     if len(inputs) == 1 and distinct == set(output) and len(inputs[0]) == len(output):
         elements = size_of(output, extents)
-        return (model.copy_ns(elements) - model.fresh_buffer_ns(elements)
-                + model.result_buffer_ns(elements))
+        return max(model.copy_ns(elements) - model.fresh_buffer_ns(elements)
+                   + model.result_buffer_ns(elements), model.roofline_ns(0, 2 * elements, 2 * elements))
     return einsum_step_ns(inputs, output, extents, model, final=True)
 
 
@@ -391,10 +415,12 @@ def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int
     strided = any(inner in labels and next(lab for lab in reversed(labels) if extents[lab] != 1)
                   != inner for labels in operands)
     elements = size_of(result, extents)
-    return (model.einsum_ns(size_of(every, extents), strided,
-                            _einsum_inner_run(operands, result, walk, extents))
+    macs = size_of(every, extents)
+    cost = (model.einsum_ns(macs, strided, _einsum_inner_run(operands, result, walk, extents))
             + (model.result_buffer_ns(elements) if final else model.fresh_buffer_ns(elements))
             + einsum_read_ns(operands, walk, extents, model))
+    moved = sum(size_of(tuple(dict.fromkeys(labels)), extents) for labels in operands) + elements
+    return max(cost, model.roofline_ns((2 if set(every) - set(result) else 1) * macs, moved, moved))
 
 
 def _einsum_inner_run(operands: Sequence[Labels], result: Labels, walk: Labels,

@@ -195,6 +195,18 @@ class Profile:
     #: OpenBLAS's thread count the products are priced with.
     blas_threads: int = 2
 
+    # ------------------------------------------------------------------- the roofline
+    # No step runs faster than its bytes at the memory system's speed or its FLOPs at the
+    # products' peak: every step price is floored there (`NumpyCostModel.roofline_ns`).  The
+    # bandwidths count bytes read plus bytes written by np.copyto of float64 arrays: `cache_`
+    # while the arrays touched fit within `memory_threshold` elements, `memory_` past it (on
+    # the VM 80-96 GB/s within 8 MB, 28-33 GB/s past the 32 MB L3); the peak is the best
+    # float64 square matmul with every BLAS thread (182 GFLOP/s).  `contractions calibrate`
+    # measures all three (dev/decisions.md 57).
+    cache_bytes_per_ns: float = 80.0
+    memory_bytes_per_ns: float = 25.0
+    peak_flops_per_ns: float = 180.0
+
     # ------------------------------------------------------------------------------ torch
     # Eager torch (`contractions.model.torch_prices`; bench/refit_torch_model.py fits them): one
     # operation's dispatch; one matrix product of a batched product; one torch.einsum call and

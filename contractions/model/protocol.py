@@ -129,6 +129,11 @@ class CostModel(Protocol):
     def strided_read_ns(self, elements: int, access: Access) -> float:
         """Extra time of reading ``elements`` of a large array as ``access`` says."""
 
+    def roofline_ns(self, flops: int, moved: int, touched: int) -> float:
+        """The least time a step of ``flops`` FLOPs that reads and writes ``moved`` elements
+        (``touched`` distinct ones) can take on this machine: every step price is at least this
+        (0: the model knows no such bound)."""
+
     def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
         """A lower bound on every price this model gives one pairwise contraction of ``batch``
         stacked ``(rows x contract)`` and ``(contract x cols)`` factors, whatever kernel,

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .numpy_prices import NumpyCostModel
+from .numpy_prices import NumpyCostModel, roofline
 from .profile import Profile, active_profile
 
 __all__ = ["TORCH_MODEL", "TorchCostModel"]
@@ -182,6 +182,9 @@ class TorchCostModel:
                 + calls * self.ns_per_matmul_call
                 + self.einsum_copy_share * copied * self.ns_per_copied_element
                 + macs * self.ns_per_mac)
+
+    def roofline_ns(self, flops: int, moved: int, touched: int) -> float:
+        return roofline(self.profile, flops, moved, touched)   # (the same CPU and memory as numpy's)
 
     def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
         return None   # (no floor derived for these prices: every candidate path is priced)

@@ -83,6 +83,16 @@ def _preferred_order(lx: Labels, ly: Labels, kept: set[int], final: Labels | Non
     return tuple(order)
 
 
+#: A call's outer product is written in another order than the output's (and returned as a
+#: permuted view) only when modelled at most this share of the output order's time.
+PERMUTED_RESULT_SHARE = 0.9
+
+
+def _ordered(first: Labels, then: Labels, kept: set[int]) -> Labels:
+    """The kept labels of ``first`` in its order, then ``then``'s new ones in theirs."""
+    return tuple(dict.fromkeys(lab for lab in first + then if lab in kept))
+
+
 def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inner: Labels,
                  factor: Any, extents: dict[int, int]) -> View:
     """The view making an operand one matmul factor: ``stack`` then the (outer x inner) matrix."""
@@ -209,13 +219,31 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     flops = _flop_count(every, bool(contract_set), 2, extents)
     common = dict(operands=operands, x_labels=x_labels, y_labels=y_labels, sum_x=sum_x,
                   sum_y=sum_y, flops=flops)
+    # Whatever the kernel, the step reads both operands and writes its result: no price
+    # below what those bytes and its FLOPs take (`CostModel.roofline_ns`); a gather adds
+    # its copy, written and read again.
+    plain = size_of(x_labels, extents) + size_of(y_labels, extents) + size_of(tuple(kept), extents)
+    floor = model.roofline_ns(flops, plain, plain)
 
     if not contract_set:
         # Nothing to sum: an outer/elementwise product of broadcast views, or of an outer
         # product einsum's loop where the model prices that lower.
         order = _preferred_order(lx, ly, kept, final, extents)
-        shape = tuple(extents[lab] for lab in order)
         cost = broadcast_step_ns(order, lx, ly, extents, model, final is not None)
+        if final is not None:
+            # The call's result may be written in its operands' orders and returned as a
+            # permuted view (as a matmul's is): an outer product then writes long runs once
+            # rather than short ones in output order ('pqa,rsb->pqrsab' runs of 39 elements
+            # against 1,248).  Kept only where the model prices it a tenth lower: a caller
+            # pays for a permuted result in later work the model does not see.
+            best = cost * PERMUTED_RESULT_SHARE
+            for other in (_preferred_order(lx, ly, kept, None, extents), _ordered(lx, ly, kept),
+                          _ordered(ly, lx, kept)):
+                priced = broadcast_step_ns(other, lx, ly, extents, model, True)
+                if priced < best:
+                    order, cost, best = other, priced, priced
+        cost = max(cost, floor)
+        shape = tuple(extents[lab] for lab in order)
         subscripts = _einsum_string((lx, ly), order) if use_einsum else None
         if subscripts is not None and _broadcast_kernel(order, lx, ly, extents, model) == "einsum":
             # Strided inputs (a block's slices, a caller's transposed array) are made contiguous
@@ -239,12 +267,15 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     # The last step writes the call's result, which a caller's loop reuses warm.
     result_ns = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
-    matmul_ns = layout.cost + result_ns(size_of(tuple(kept), extents))
+    copied = (size_of(lx, extents) * ((layout.right if layout.swap else layout.left).copy)
+              + size_of(ly, extents) * ((layout.left if layout.swap else layout.right).copy))
+    matmul_ns = max(layout.cost + result_ns(size_of(tuple(kept), extents)),
+                    model.roofline_ns(flops, plain + 2 * copied, plain + copied))
     if (layout.left.copy or layout.right.copy) and left and right and model.promotes_contracted():
         # A gather might be spared by running some contracted labels as batch labels and
         # summing them after (`Step.reduce`): kept where the model prices it lower.
         promoted = _promoted_step(lx, ly, batch_set, contract_set, kept, extents, final, model,
-                                  common, matmul_ns)
+                                  common, matmul_ns, plain)
         if promoted is not None:
             return promoted
     far = max(size_of(lx, extents), size_of(ly, extents)) > model.memory_elements()
@@ -257,7 +288,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         # gain on a large matrix-vector product with a free layout ...
         order = _preferred_order(lx, ly, kept, final, extents)
         shape = tuple(extents[lab] for lab in order)
-        einsum_ns = einsum_step_ns((lx, ly), order, extents, model, final=final is not None)
+        einsum_ns = max(einsum_step_ns((lx, ly), order, extents, model, final=final is not None), floor)
         # ... or where einsum's walk reads an operand past the caches in far-apart pieces that
         # the stacked product streams as views (the memory terms decide only by a clear
         # margin; a gather of such an operand measured 2-3x its price, so never for one).
@@ -301,16 +332,20 @@ def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
 def _promoted_step(lx: Labels, ly: Labels, batch_set: set[int],
                    contract_set: set[int], kept: set[int], extents: dict[int, int],
                    final: Labels | None, model: CostModel, common: dict[str, Any],
-                   to_beat: float) -> Step | None:
+                   to_beat: float, plain: int) -> Step | None:
     """The cheapest matmul step with some contracted labels promoted to batch labels and
-    summed after (`_promotions`), if the model prices it below ``to_beat``."""
+    summed after (`_promotions`), if the model prices it below ``to_beat``; ``plain``: the
+    elements the step reads and writes without its wide product and copies (its floor's)."""
     best: tuple[float, MatmulLayout, tuple[int, ...]] | None = None
     result_size = size_of(tuple(kept), extents)
     for promoted in _promotions(lx, ly, contract_set):
         layout = best_matmul_layout(lx, ly, batch_set | set(promoted), contract_set - set(promoted),
                                     extents, None, model)
         wide = result_size * size_of(promoted, extents)
-        cost = layout.cost + reduce_ns(wide, result_size, final is not None, model)
+        copied = (size_of(lx, extents) * ((layout.right if layout.swap else layout.left).copy)
+                  + size_of(ly, extents) * ((layout.left if layout.swap else layout.right).copy))
+        cost = max(layout.cost + reduce_ns(wide, result_size, final is not None, model),
+                   model.roofline_ns(common["flops"], plain + 2 * (wide + copied), plain + wide + copied))
         if cost < to_beat and (best is None or cost < best[0]):
             best = (cost, layout, promoted)
     if best is None:
@@ -371,16 +406,18 @@ def _along_path(inputs: tuple[Labels, ...], output: Labels, shapes: tuple[Shape,
     if einsum is None or len(inputs) < 2 or len(inputs) > DIRECT_MAX_OPERANDS:
         return None
     path = _fewest_flops(list(inputs), output, extents)
-    flops = peak = held = 0
+    flops = peak = held = moved = 0
     sizes = [0] * len(inputs)   # elements each working term holds beyond the caller's operands
     last = len(path) - 1
     for k, (i, j, x, y, result, summed) in enumerate(_pair_terms(inputs, output, path)):
         flops += _flop_count(tuple(dict.fromkeys(x + y)), summed, 2, extents)
-        size = math.prod(map(extents.__getitem__, result)) if k != last else 0  # (the last: the result)
+        written = math.prod(map(extents.__getitem__, result))
+        moved += size_of(tuple(dict.fromkeys(x)), extents) + size_of(tuple(dict.fromkeys(y)), extents) + written
+        size = written if k != last else 0  # (the last: the result)
         peak = max(peak, held + size)
         held += size - sizes[i] - sizes[j]
         sizes = [n for m, n in enumerate(sizes) if m != i and m != j] + [size]
-    cost = model.einsum_ns(flops) + model.call_ns(len(path))
+    cost = max(model.einsum_ns(flops), model.roofline_ns(flops, moved, moved)) + model.call_ns(len(path))
     finish = Finish(permutation=None, shape=output_shape, reshape=False, copy=False)
     return Schedule(inputs=inputs, output=output, shapes=shapes, output_shape=output_shape,
                     extents=extents, strategy="direct", einsum=einsum, path=path, finish=finish,
@@ -511,6 +548,11 @@ def _step_floors(terms: list[Labels], path: tuple[tuple[int, ...], ...], final_o
             elements = size_of(tuple(result), extents)
             floor = found + (model.result_buffer_ns(elements) if not rest
                              else model.fresh_buffer_ns(elements))
+            # every step price also keeps its roofline (`_step`): both operands read, the
+            # result written, at least
+            moved = size_of(tuple(x), extents) + size_of(tuple(y), extents) + elements
+            every = (x & (y | keep)) | (y & (x | keep))   # (a label one side alone sums goes first)
+            floor = max(floor, model.roofline_ns(_flop_count(tuple(every), True, 2, extents), moved, moved))
         floors.append(floor)
         current = rest + [result]
     return floors
