@@ -70,6 +70,11 @@ VARIANTS = {
                                     ns_per_einsum_streamed_element=NUMPY_MODEL.profile.ns_per_streamed_element),
     # before decision 35: large products priced single-threaded
     "before-threads": NUMPY_MODEL.with_prices(thread_gain=0.0),
+    # before decision 57: products credited with threads from 2 * 2**18 multiply-adds, and no
+    # step price floored at its roofline
+    "before-thread-threshold": NUMPY_MODEL.with_prices(threaded_product_macs=1 << 18),
+    "before-roofline": NUMPY_MODEL.with_prices(cache_bytes_per_ns=0.0, memory_bytes_per_ns=0.0,
+                                               peak_flops_per_ns=0.0),
     # before decision 37: layouts of equal price not told apart by how their gathers sweep
     "before-gather-passes": NUMPY_MODEL.with_prices(gather_window=0),
     # before decision 38: a gather's price flat, whatever its sweeps

@@ -51,6 +51,10 @@ __all__ = ["FULL", "QUICK", "TINY", "Budget", "Progress", "best_seconds", "calib
 #: Every array of a stack together (float64 elements): within two L2 caches of most machines,
 #: so the products run from cache (past it the memory prices take over).
 IN_CACHE_ELEMENTS = 1 << 19
+#: OpenBLAS splits a product over its threads from 2 * this many multiply-adds: the in-cache
+#: fit stays below it, single-threaded (the model credits threads only later:
+#: `Profile.threaded_product_macs`).
+OPENBLAS_SPLIT_MACS = 1 << 18
 MAX_DIM = 400
 
 
@@ -196,7 +200,7 @@ class _Run:
 
     # ----------------------------------------------------------------- the measurements
     def products(self) -> None:
-        grid = stack_grid(self.budget.stacks, self.base.threaded_product_macs)
+        grid = stack_grid(self.budget.stacks, OPENBLAS_SPLIT_MACS)
         cases = []
         for calls, m, k, n in grid:
             a = self.rng.standard_normal((calls, m, k))

@@ -428,3 +428,115 @@ def test_cache_sized_blocks_only_where_they_apply(subscripts, shapes, optimize, 
     plan = make_plan(subscripts, tuple(shapes), ())
     schedule = make_schedule(plan, optimize, memory_limit="default", cost_model=_small_cache(cache))
     assert schedule.blocking is None
+
+
+# ---------------------------------------------------------------- slices handed over strided
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=4), st.data())
+def test_a_reshape_is_a_view_exactly_where_numpy_makes_one(shape, data):
+    from contractions.schedule.strides import reshaped_strides
+
+    full = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+    cut = tuple(slice(0, data.draw(st.integers(1, n))) for n in shape)
+    block = full[cut].transpose(data.draw(st.permutations(range(len(shape)))))
+    sizes = [n for n in block.shape]
+    target = data.draw(st.sampled_from([(math.prod(sizes),), tuple(sizes),
+                                        (sizes[0], math.prod(sizes[1:])) if len(sizes) > 1 else (sizes[0],),
+                                        (math.prod(sizes[:-1]), sizes[-1])]))
+    found = reshaped_strides(block.shape, [s // 8 for s in block.strides], target)
+    view = block.view()
+    try:
+        view.shape = target
+    except AttributeError:
+        assert found is None
+        return
+    assert found is not None
+    # numpy's strides for axes of length 1 are arbitrary: compare the others
+    assert [s for s, n in zip(found, target) if n != 1] == [s // 8 for s, n in zip(view.strides, target) if n != 1]
+
+
+def test_a_slice_that_stays_a_stack_of_blas_matrices_is_not_copied_per_block():
+    # 'abk,bkn,bn->abn' cut along b (the middle axis of x): each block's slice of x is a
+    # strided array, but its (a x k) matrices lie as BLAS reads them: handed over strided
+    # (slices of more than `memory_threshold` elements only: smaller ones stay in cache
+    # copied, which BLAS reads faster; a profile with a small threshold makes these large)
+    shapes = ((40, 50, 30), (50, 30, 60), (50, 60))
+    arrays = [np.random.default_rng(3).standard_normal(s) for s in shapes]
+    model = NumpyCostModel(Profile(memory_threshold=4_000))
+    schedule = make_schedule(make_plan("abk,bkn,bn->abn", shapes, ()), memory_limit=100_000, cost_model=model)
+    blocking = schedule.blocking
+    assert blocking is not None and blocking.labels == (1,) and blocking.sliced[0]
+    # x reaches the product (its last step) as its slice, permuted to (b, a, k): not copied
+    # (in the full blocks; the last, 1 long, is squeezed first: another array, copied)
+    full = blocking.inner[0][1].steps[-1].x_view
+    assert full.permutation == (1, 0, 2) and not full.contiguous_first and not full.gather
+    assert blocking.in_place   # and the product is written straight into its slice
+    want = np.einsum("abk,bkn,bn->abn", *arrays)
+    got = compile_schedule(schedule, NUMPY_OPS)(*arrays)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    # under the built-in profile these slices are small: copied
+    small = contract_expression("abk,bkn,bn->abn", *shapes, memory_limit=100_000).schedule.blocking
+    assert small is not None and small.inner[0][1].steps[-1].x_view.contiguous_first
+    # and the copies the blocks no longer make are not priced: the same blocks, copies
+    # counted, cost more
+    from contractions.schedule.blocking import _slice_copies_ns, _structure
+
+    base = blocking.base
+    sliced, hoisted = _structure(base, {1})
+    loop = [k for k in range(len(base.steps)) if k not in hoisted]
+    (_, block), *_ = blocking.inner
+    assert _slice_copies_ns(base, loop, sliced, block.extents, model, block) < _slice_copies_ns(
+        base, loop, sliced, block.extents, model)
+
+
+def test_a_slice_whose_matrix_rows_break_is_still_made_contiguous():
+    from contractions.schedule.ir import View
+    from contractions.schedule.strides import slice_is_a_view
+
+    def lowered(shape):
+        return schedule_labels(((0, 1, 2), (2, 3)), (0, 1, 3), (shape, (30, 7)), strategy="pairwise")
+
+    base, half = lowered((6, 40, 30)), lowered((6, 20, 30))
+    # the cut middle axis merged with the one before it: rows 30 apart in runs of 20, then a
+    # jump; merged with the one after, rows of 600 still 1200 apart: a matrix as it lies
+    assert not slice_is_a_view(base, half, 0, View(None, (120, 30), contiguous_first=True))
+    assert slice_is_a_view(base, half, 0, View(None, (6, 20 * 30), contiguous_first=True))
+    assert slice_is_a_view(base, base, 0, View(None, (6, 1200), contiguous_first=True))   # uncut
+    assert not slice_is_a_view(base, base, 0, View(None, (6, 1200), gather=True))
+    # a block whose cut axis is 1 long is prepared (squeezed): its views are of another array
+    assert not slice_is_a_view(base, lowered((6, 1, 30)), 0, View(None, (6, 30), contiguous_first=True))
+
+
+def test_a_blocks_last_product_is_written_straight_into_its_slice():
+    from dataclasses import replace as replaced
+
+    from contractions.schedule.strides import writes_in_place
+
+    # 'Bi,Mij,Bj->MB' under the default bound: the blocks cut B's first axis, in the middle of
+    # the result's storage order; each block's product writes its matrices into the buffer
+    # as they lie
+    shapes = ((16, 16, 48), (16, 16, 48, 48), (16, 16, 48))
+    arrays = [np.random.default_rng(5).standard_normal(s) for s in shapes]
+    expr = contract_expression("Bi,Mij,Bj->MB", *shapes, len_B=2)
+    blocking = expr.schedule.blocking
+    assert blocking is not None and blocking.in_place and not blocking.accumulate
+    assert blocking.storage.index(blocking.labels[0]) > 0
+    want = np.einsum("abi,cdij,abj->cdab", *arrays)
+    np.testing.assert_allclose(expr(*arrays), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    # a backend without matmul_into copies each block into its slice: the same result
+    copying = replaced(NUMPY_OPS, matmul_into=None)
+    np.testing.assert_allclose(compile_schedule(expr.schedule, copying)(*arrays), want, rtol=1e-12,
+                               atol=1e-12 * np.abs(want).max())
+    # the price leaves out the copies it saves: the same blocks copied would cost more
+    block = blocking.inner[0][1]
+    storage_shape = tuple(expr.schedule.extents[lab] for lab in blocking.storage)
+    assert writes_in_place(block, storage_shape, False)
+    assert not writes_in_place(block, storage_shape, True)           # added into the buffer: no
+    permuted = evolve_finish(block)
+    assert not writes_in_place(permuted, storage_shape, False)       # a block in another order: no
+
+
+def evolve_finish(block):
+    from contractions.schedule.ir import evolve
+
+    return evolve(block, finish=evolve(block.finish, permutation=tuple(reversed(range(len(block.finish.shape))))))

@@ -498,7 +498,7 @@ STAGES = ["errors", "parser", "arguments", "solver", "expand", "plan", "model", 
 #: The stages that are packages: every module in them is checked as that stage.
 PACKAGES = ("backends", "calls", "model", "schedule")
 #: The schedule package's modules in data-flow order: none imports a later one.
-SCHEDULE_MODULES = ["ir", "memory", "paths", "lowering", "extent_specs", "blocking", "decisions", "describe",
+SCHEDULE_MODULES = ["ir", "memory", "strides", "paths", "lowering", "extent_specs", "blocking", "decisions", "describe",
                     "__init__"]
 #: The calls package's modules (a call's life) in data-flow order.
 CALLS_MODULES = ["store", "remembered", "tiers", "structures", "runners", "__init__"]

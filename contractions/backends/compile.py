@@ -25,6 +25,7 @@ from typing import Any
 
 from ..schedule import Finish, Preparation, Schedule, Step, View, path_einsums, scratch_sites, step_tokens
 from ..schedule.extent_specs import ExtentSpecs, Spec, StepSpecs, resolve
+from ..schedule.strides import product_shape
 
 __all__ = ["ArrayOps", "compile_any_extents", "compile_schedule", "finisher"]
 
@@ -58,6 +59,10 @@ class ArrayOps:
     empty: Callable[[tuple[int, ...], Any, Any], Any] | None = None
     set_block: Callable[[Any, tuple[slice, ...], Any], None] | None = None   # out[idx] = block
     add_block: Callable[[Any, tuple[slice, ...], Any], None] | None = None   # out[idx] += block
+    # matmul_into(x, y, dest, shape): the product written into ``dest`` (a block's slice of the
+    # result buffer) reshaped to ``shape``, a view (`Blocking.in_place`); None: each block's
+    # product is copied into its slice
+    matmul_into: Callable[[Any, Any, Any, tuple[int, ...]], Any] | None = None
     # matmul whose result is C-ordered whatever its operands' layout (for intermediates,
     # which the schedule counts as C arrays); None: ``matmul``'s results always are
     matmul_c: Callable[[Any, Any], Any] | None = None
@@ -141,6 +146,8 @@ def _view_fn(view: View, spec: Spec | None, ops: ArrayOps, shapes: _Shapes, scra
         if not view.swap_last:
             return lambda x, t: reshape(permute(contiguous(x), perm), t[i])
         return lambda x, t: swap(reshape(permute(contiguous(x), perm), t[i]))
+    if perm is None and view.swap_last:
+        return lambda x, t: swap(reshape(x, t[i]))
     if perm is None:
         return lambda x, t: reshape(x, t[i])
     if view.swap_last:
@@ -436,15 +443,21 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
     # steps produce them: each block's finish only reshapes (or permutes a short last block)
     # into its slice, and the call returns the buffer permuted to output order, a view, as
     # an unblocked schedule does.
+    # Where every block's last product writes straight into its slice (`Blocking.in_place`),
+    # that step is run apart: its product goes into the slice, reshaped (a view, as the
+    # schedule checked), and nothing is copied.
+    into = ops.matmul_into if blocking.in_place else None
     bodies = {}
     for lengths, inner in blocking.inner:
         assert inner.finish is not None
+        inside = [k for k in loop if into is None or k != len(inner.steps) - 1]
         bodies[lengths] = (
             tuple((k, _prep_fn(inner.preparations[k], None, ops, shapes)) for k in range(n) if sliced[k]),
             tuple((tokens[k][0], tokens[k][1], ("s", k),
                    _step_fn(inner.steps[k], None, ops, shapes,
-                            k < len(inner.steps) - 1 or bool(sites[k][2]), sites[k])) for k in loop),
-            _finish_fn(replace(inner.finish, copy=False), None, ops, shapes, scalar))
+                            k < len(inner.steps) - 1 or bool(sites[k][2]), sites[k])) for k in inside),
+            _finish_fn(replace(inner.finish, copy=False), None, ops, shapes, scalar),
+            None if into is None else _into_fn(inner.steps[-1], tokens[-1], ops, shapes))
     assert schedule.finish is not None
     to_output = _finish_fn(replace(schedule.finish, copy=False), None, ops, shapes, False)
     t = shapes.table()
@@ -479,7 +492,7 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
         env = {t: v for t, v in env.items() if t in needed}
         out = make(out_shape, dtype, arrays[0])
         for combo in itertools.product(*ranges):
-            preps, steps, finish = bodies[tuple(stop - start for start, stop in combo)]
+            preps, steps, finish, last_into = bodies[tuple(stop - start for start, stop in combo)]
             cuts = [slice(start, stop) for start, stop in combo]
             local = dict(env)
             for (k, prep), (_, ndim, axes) in zip(preps, operand_axes):
@@ -489,7 +502,31 @@ def _compile_blocked(schedule: Schedule, ops: ArrayOps, fixed: Any = None) -> Ca
                 local[("o", k)] = prep(a, t) if prep is not None else a
             for tx, ty, tr, kernel in steps:
                 local[tr] = kernel(local.pop(tx), local.pop(ty), t)
-            write(out, index(len(out_shape), cuts, blocking.storage_axes), finish(local.pop(last), t))
+            where = index(len(out_shape), cuts, blocking.storage_axes)
+            if last_into is not None:
+                last_into(local, t, out[where])
+            else:
+                write(out, where, finish(local.pop(last), t))
         return to_output(out, t)
 
     return execute
+
+
+def _into_fn(step: Step, tokens: tuple[Any, Any], ops: ArrayOps, shapes: _Shapes
+             ) -> Callable[[dict[Any, Any], Table, Any], None]:
+    """The last product of a block written into ``dest``, its slice of the result buffer,
+    reshaped to the product's shape (`Blocking.in_place`)."""
+    assert ops.matmul_into is not None and step.x_view is not None and step.y_view is not None
+    raw = product_shape(step)
+    assert raw is not None
+    vx, vy = _view_fn(step.x_view, None, ops, shapes), _view_fn(step.y_view, None, ops, shapes)
+    i, (tx, ty), into = shapes.slot(raw), tokens, ops.matmul_into
+
+    def run(local: dict[Any, Any], t: Table, dest: Any) -> None:
+        x, y = vx(local.pop(tx), t), vy(local.pop(ty), t)
+        if step.swap:
+            into(y, x, dest, t[i])
+        else:
+            into(x, y, dest, t[i])
+
+    return run

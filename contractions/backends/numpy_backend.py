@@ -99,6 +99,16 @@ def _add_block(out: np.ndarray, index: tuple[slice, ...], block: np.ndarray) -> 
     out[index] += block
 
 
+def _matmul_into(x: np.ndarray, y: np.ndarray, dest: np.ndarray, shape: tuple[int, ...]) -> None:
+    # The schedule checked that ``dest`` (a block's slice of the result buffer) reshapes to
+    # the product's shape as a view; a reshape that copied would lose the block, so that is
+    # refused here rather than trusted (a copy never overlaps its source).
+    out = dest.reshape(shape)
+    if not np.may_share_memory(out, dest):
+        raise AssertionError("a block's slice of the result buffer did not reshape to a view")
+    np.matmul(x, y, out=out)
+
+
 def _common_dtype(arrays: Sequence[np.ndarray]) -> np.dtype:
     return np.result_type(*arrays)
 
@@ -129,6 +139,7 @@ NUMPY_OPS = ArrayOps(
     empty=lambda shape, dtype, like: np.empty(shape, dtype),
     set_block=_set_block,
     add_block=_add_block,
+    matmul_into=_matmul_into,
     scratch_contiguous=_scratch_contiguous,
     scratch_matmul=_scratch_matmul,
     scratch_min_elements=SCRATCH_MIN_ELEMENTS,

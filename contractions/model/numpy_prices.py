@@ -217,13 +217,13 @@ def matmul_ns(calls: int, m: int, k: int, n: int) -> float:
     return NUMPY_MODEL.matmul_ns(calls, m, k, n)
 
 
-def thread_speedup(macs: int, threads: int, macs_per_thread: int = 1 << 18,
+def thread_speedup(macs: int, threads: int, macs_per_thread: int = Profile.threaded_product_macs,
                    gain: float = 0.5) -> float:
-    """How much faster one ``macs``-sized product runs threaded: OpenBLAS gives a product one
-    thread per ``macs_per_thread`` multiply-adds, up to ``threads``; each thread past the first
-    adds ``gain``.
+    """How much faster one ``macs``-sized product runs threaded: one thread per
+    ``macs_per_thread`` multiply-adds pays, up to ``threads``; each thread past the first adds
+    ``gain``.
 
-    >>> thread_speedup(1 << 18, 2), thread_speedup(1 << 19, 2), thread_speedup(1 << 30, 1)
+    >>> thread_speedup(1 << 20, 2), thread_speedup(1 << 21, 2), thread_speedup(1 << 30, 1)
     (1.0, 1.5, 1.0)
     """
     used = min(threads, macs // macs_per_thread)

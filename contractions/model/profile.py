@@ -94,11 +94,11 @@ class Profile:
     # next lands in warm pages (measured: 1-31 MB results within 0.97-1.09x of `out=`, 36 MB
     # 1.23x).  Its first touch is priced only from this many float64 elements.
     warm_result_max_elements: int = 1 << 22
-    # A product of at least 2 * `threaded_product_macs` multiply-adds runs on several threads
-    # (OpenBLAS gives a product one thread per 2**18, up to `blas_threads`), each thread past
-    # the first adding `thread_gain` of a thread's speed (on the VM: 0.60-0.77x the
-    # single-thread model from 2**19 multiply-adds up, median 0.67).
-    threaded_product_macs: int = 1 << 18
+    # A product of at least 2 * `threaded_product_macs` multiply-adds runs faster on several
+    # threads (one per `threaded_product_macs`, up to `blas_threads`), each thread past the
+    # first adding `thread_gain` of a thread's speed.  OpenBLAS splits products from 2**18 up,
+    # but below about 2**21 the split gains nothing or loses (decision 57).
+    threaded_product_macs: int = 1 << 20
     thread_gain: float = 0.5
 
     # ------------------------------------------------------ one einsum call against steps

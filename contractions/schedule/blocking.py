@@ -37,6 +37,7 @@ from .memory import (
     _tokens_of,
 )
 from .paths import normalise_optimize
+from .strides import slices_as_views, writes_in_place
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
@@ -278,13 +279,15 @@ def _write_ns(result: Labels, storage: Labels, extents: dict[int, int], block: d
 
 
 def _slice_copies_ns(base: Schedule, loop: Sequence[int], sliced: Sequence[bool],
-                     ext: dict[int, int], model: CostModel) -> float:
+                     ext: dict[int, int], model: CostModel, block: Schedule | None = None) -> float:
     """The per-block copies of operand slices that a step inside the loop needs contiguous
-    (a block of a C array is strided unless only its leading axes are cut)."""
+    (a block of a C array is strided unless only its leading axes are cut); the steps'
+    views are ``block``'s where given (none where a slice reaches its product as a view,
+    `strides.slices_as_views`), else ``base``'s."""
     tokens = _tokens_of(base)
     ns = 0.0
     for k in loop:
-        step = base.steps[k]
+        step = (block or base).steps[k]
         for view, (kind, j) in ((step.x_view, tokens[k][0]), (step.y_view, tokens[k][1])):
             if (view is not None and view.contiguous_first and kind == "o" and sliced[j]
                     and _operand_token(base, j, ext, True)[2]):
@@ -558,9 +561,12 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
     loop = [k for k in range(len(base.steps)) if k not in set(hoisted)]
     accumulate = any(lab not in output for lab in sliced_labels)
     variants: list[tuple[tuple[int, ...], Schedule]] = []
+    writes: list[tuple[int, float]] = []   # (blocks, the price of copying one into its slice)
     total = sum(base.steps[k].cost_ns for k in hoisted) + model.call_ns(len(hoisted))
     peak = 0
     storage = _storage_order(base)
+    storage_shape = tuple(extents[lab] for lab in storage)
+    in_place = bool(base.steps) and len(base.steps) - 1 in loop
     for lengths in itertools.product(*[
             sorted({c, extents[lab] % c} - {0}, reverse=True) for lab, c in zip(sliced_labels, sizes)]):
         length_of = dict(zip(sliced_labels, lengths))
@@ -575,16 +581,20 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
         else:
             block = schedule_labels(inputs, output, block_shapes, base.path, "pairwise", use_einsum,
                                     layouts=base.layouts, cost_model=model)
-        block = evolve(block, finish=_into_storage(block, storage))
+        block = slices_as_views(evolve(block, finish=_into_storage(block, storage)), base, loop, sliced,
+                                model.memory_elements())
         variants.append((lengths, block))
         how_many = math.prod(
             (extents[lab] // c) if n == c else 1 for lab, c, n in zip(sliced_labels, sizes, lengths))
+        in_place = in_place and writes_in_place(block, storage_shape, accumulate)
         total += how_many * (model.block_ns(len(loop)) + sum(block.steps[k].cost_ns for k in loop)
-                             + _slice_copies_ns(base, loop, sliced, block.extents, model)
-                             + _slice_reads_ns(base, loop, sliced, block.extents, model)
-                             + _write_ns(_storage_order(block), storage, extents, block.extents,
-                                         accumulate, model))
+                             + _slice_copies_ns(base, loop, sliced, block.extents, model, block)
+                             + _slice_reads_ns(base, loop, sliced, block.extents, model))
+        writes.append((how_many, _write_ns(_storage_order(block), storage, extents, block.extents,
+                                           accumulate, model)))
         peak = max(peak, _loop_peak(base, block, extents, block.extents, sliced, hoisted))
+    if not in_place:   # (a last product written straight into its slice copies nothing)
+        total += sum(how_many * ns for how_many, ns in writes)
     first = variants[0][1]
     # The buffer is in the unblocked schedule's result order, so its finish is the call's
     # (no copy: the buffer is fresh).
@@ -597,7 +607,7 @@ def _assemble(base: Schedule, chunks: dict[int, int], labels: list[int], use_ein
                                  for lab in sliced_labels) for t, s in zip(inputs, shapes)),
         storage=storage,
         storage_axes=tuple(tuple(a for a, l2 in enumerate(storage) if l2 == lab) for lab in sliced_labels),
-        inner=tuple(variants), hoisted=hoisted, sliced=sliced, base=base)
+        inner=tuple(variants), hoisted=hoisted, sliced=sliced, in_place=in_place, base=base)
     return evolve(base, preparations=first.preparations, steps=first.steps, finish=to_output,
                   peak_extra=peak, cost_ns=total, blocking=blocking)
 

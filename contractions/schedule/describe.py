@@ -109,7 +109,9 @@ def _schedule_lines(schedule: Schedule, name: Callable[[int], str]) -> list[str]
     if blocking is not None:
         cuts = ", ".join(f"{labels([lab])} in {n} chunks of {c}"
                          for lab, c, n in zip(blocking.labels, blocking.chunks, blocking.counts))
-        how = "adding block results" if blocking.accumulate else "each written into its slice"
+        how = ("adding block results" if blocking.accumulate
+               else "each product written straight into its slice" if blocking.in_place
+               else "each written into its slice")
         why = ", cache-sized: a bandwidth-bound chain" if blocking.purpose == "cache" else ""
         loop_header = f"blocks: {blocking.n_blocks} ({cuts}; {how}{why}); each block runs:"
     prep_lines = []

@@ -159,7 +159,9 @@ class Blocking:
     written without a transpose and the call returns the buffer permuted to output order (a
     view: the schedule's ``finish``); each schedule in ``inner`` finishes its block in
     ``storage`` order.  ``purpose`` says why: ``'memory'`` (the limit) or ``'cache'`` (a
-    bandwidth-bound chain, its intermediates kept cache-sized).  ``base`` is the unblocked
+    bandwidth-bound chain, its intermediates kept cache-sized).  ``in_place``: every block's
+    last product writes straight into its slice of the buffer (`strides.writes_in_place`;
+    a backend without ``ArrayOps.matmul_into`` copies it there).  ``base`` is the unblocked
     schedule these blocks cut, whose decisions a later shape of the same structure follows
     (`calls.tiers`, the reuse tier); not part of the schedule's identity.
     """
@@ -175,6 +177,7 @@ class Blocking:
     hoisted: tuple[int, ...] = ()
     sliced: tuple[bool, ...] = ()
     purpose: str = "memory"
+    in_place: bool = False
     base: Schedule | None = field(default=None, compare=False, repr=False)
 
     @property
