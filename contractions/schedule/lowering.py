@@ -93,6 +93,12 @@ def _ordered(first: Labels, then: Labels, kept: set[int]) -> Labels:
     return tuple(dict.fromkeys(lab for lab in first + then if lab in kept))
 
 
+def _gathered(lx: Labels, ly: Labels, layout: MatmulLayout, extents: dict[int, int]) -> int:
+    """The elements ``layout`` copies: each operand its factor gathers."""
+    x_factor, y_factor = (layout.right, layout.left) if layout.swap else (layout.left, layout.right)
+    return size_of(lx, extents) * x_factor.copy + size_of(ly, extents) * y_factor.copy
+
+
 def _factor_view(labels: Labels, lead: Labels, stack: Shape, outer: Labels, inner: Labels,
                  factor: Any, extents: dict[int, int]) -> View:
     """The view making an operand one matmul factor: ``stack`` then the (outer x inner) matrix."""
@@ -231,11 +237,9 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
         order = _preferred_order(lx, ly, kept, final, extents)
         cost = broadcast_step_ns(order, lx, ly, extents, model, final is not None)
         if final is not None:
-            # The call's result may be written in its operands' orders and returned as a
-            # permuted view (as a matmul's is): an outer product then writes long runs once
-            # rather than short ones in output order ('pqa,rsb->pqrsab' runs of 39 elements
-            # against 1,248).  Kept only where the model prices it a tenth lower: a caller
-            # pays for a permuted result in later work the model does not see.
+            # The call's result may be written in an operand's order, returned as a permuted
+            # view (as a matmul's is): long runs rather than short ones in output order, where
+            # modelled a tenth faster (a permuted result costs its caller later; decision 57).
             best = cost * PERMUTED_RESULT_SHARE
             for other in (_preferred_order(lx, ly, kept, None, extents), _ordered(lx, ly, kept),
                           _ordered(ly, lx, kept)):
@@ -267,8 +271,7 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     letters_ok = use_einsum and len(kept | contract_set) <= len(EINSUM_LETTERS)
     # The last step writes the call's result, which a caller's loop reuses warm.
     result_ns = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
-    copied = (size_of(lx, extents) * ((layout.right if layout.swap else layout.left).copy)
-              + size_of(ly, extents) * ((layout.left if layout.swap else layout.right).copy))
+    copied = _gathered(lx, ly, layout, extents)
     matmul_ns = max(layout.cost + result_ns(size_of(tuple(kept), extents)),
                     model.roofline_ns(flops, plain + 2 * copied, plain + copied))
     if (layout.left.copy or layout.right.copy) and left and right and model.promotes_contracted():
@@ -342,8 +345,7 @@ def _promoted_step(lx: Labels, ly: Labels, batch_set: set[int],
         layout = best_matmul_layout(lx, ly, batch_set | set(promoted), contract_set - set(promoted),
                                     extents, None, model)
         wide = result_size * size_of(promoted, extents)
-        copied = (size_of(lx, extents) * ((layout.right if layout.swap else layout.left).copy)
-                  + size_of(ly, extents) * ((layout.left if layout.swap else layout.right).copy))
+        copied = _gathered(lx, ly, layout, extents)
         cost = max(layout.cost + reduce_ns(wide, result_size, final is not None, model),
                    model.roofline_ns(common["flops"], plain + 2 * (wide + copied), plain + wide + copied))
         if cost < to_beat and (best is None or cost < best[0]):
