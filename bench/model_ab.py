@@ -21,7 +21,9 @@ single-threaded (before decision 35), ``--without before-gather-passes`` breaks 
 layouts without `gather_passes` (before decision 37), ``--without before-hard-gather`` prices
 every gather flat (before decision 38), ``--without before-warm-result`` prices the call's
 result as a fresh buffer and its Python as free (before decision 43), ``--without
-before-promote`` gathers rather than summing promoted labels after (before decision 45).  The variant ``--without memory`` zeroes the memory prices of the profile (streaming,
+before-promote`` gathers rather than summing promoted labels after (before decision 45),
+``--without before-thread-threshold`` credits products with threads from 2**19 multiply-adds
+and ``--without before-roofline`` floors no price at its roofline (both before decision 57).  The variant ``--without memory`` zeroes the memory prices of the profile (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
