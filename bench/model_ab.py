@@ -75,6 +75,9 @@ VARIANTS = {
     # before decision 57: products credited with threads from 2 * 2**18 multiply-adds, and no
     # step price floored at its roofline
     "before-thread-threshold": NUMPY_MODEL.with_prices(threaded_product_macs=1 << 18),
+    # a candidate after decision 57: far-apart runs priced as this VM reads a constant-stride
+    # walk of them (about 15 ns a run, no extra per line; measured, see decision 57)
+    "far-runs-15": NUMPY_MODEL.with_prices(ns_per_far_run=15.0, ns_per_far_line=0.0),
     "before-roofline": NUMPY_MODEL.with_prices(cache_bytes_per_ns=0.0, memory_bytes_per_ns=0.0,
                                                peak_flops_per_ns=0.0),
     # before decision 37: layouts of equal price not told apart by how their gathers sweep
