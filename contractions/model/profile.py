@@ -96,7 +96,7 @@ class Profile:
     warm_result_max_elements: int = 1 << 22
     # A product of at least 2 * `threaded_product_macs` multiply-adds runs faster on several
     # threads (one per `threaded_product_macs`, up to `blas_threads`), each thread past the
-    # first adding `thread_gain` of a thread's speed.  OpenBLAS splits products from 2**18 up,
+    # first adding `thread_gain` of a thread's speed.  OpenBLAS splits products from 2 * 2**18,
     # but below about 2**21 the split gains nothing or loses (decision 57).
     threaded_product_macs: int = 1 << 20
     thread_gain: float = 0.5
