@@ -540,3 +540,44 @@ def evolve_finish(block):
     from contractions.schedule.ir import evolve
 
     return evolve(block, finish=evolve(block.finish, permutation=tuple(reversed(range(len(block.finish.shape))))))
+
+
+#: every slice counts as large: each block's slices that BLAS can read strided go over strided
+_WALLED = NumpyCostModel(Profile(memory_threshold=16))
+
+
+@st.composite
+def _product_chains(draw):
+    """A batched product followed by a third operand, every label order and output order:
+    blocks whose slices and last products take every stride (B, M, K, N, P are 0..4)."""
+    ext = {label: draw(st.integers(2, 24)) for label in range(5)}
+    x, y = tuple(draw(st.permutations([0, 1, 2]))), tuple(draw(st.permutations([0, 2, 3])))
+    z = draw(st.sampled_from([(0, 3), (3, 4), (0, 3, 4), (1, 3)]))
+    output = tuple(draw(st.permutations(sorted({*x, *y, *z} - {2}))))
+    return (x, y, z), output, tuple(tuple(ext[label] for label in t) for t in (x, y, z))
+
+
+@settings(max_examples=120, deadline=None)
+@given(_product_chains(), st.sampled_from([0.1, 0.3, 0.6]), st.integers(0, 2**32 - 1))
+def test_strided_slices_and_products_written_in_place_match_numpy(problem, share, seed):
+    # (about a third of these hand slices over strided and one in ten writes in place)
+    inputs, output, shapes = problem
+    limit = max(64, int(share * sum(math.prod(shape) for shape in shapes)))
+    try:
+        schedule = schedule_labels(inputs, output, shapes, strategy="pairwise", memory_limit=limit,
+                                   cost_model=_WALLED)
+    except MemoryLimitError:
+        return
+    rng = np.random.default_rng(seed)
+    operands = [rng.standard_normal(shape) for shape in shapes]
+    letters = "bmknp"
+    want = np.einsum(",".join("".join(letters[lab] for lab in t) for t in inputs) + "->"
+                     + "".join(letters[lab] for lab in output), *operands)
+    np.testing.assert_allclose(compile_schedule(schedule, NUMPY_OPS)(*operands), want, rtol=1e-10,
+                               atol=1e-10 * np.abs(want).max(initial=1.0))
+    if schedule.blocking is not None and schedule.blocking.in_place:
+        # where a backend cannot write in place, the copies give the same
+        from dataclasses import replace as replaced
+
+        copied = compile_schedule(schedule, replaced(NUMPY_OPS, matmul_into=None))(*operands)
+        np.testing.assert_allclose(copied, want, rtol=1e-10, atol=1e-10 * np.abs(want).max(initial=1.0))
