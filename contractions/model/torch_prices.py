@@ -42,6 +42,11 @@ from .profile import Profile, active_profile
 __all__ = ["TORCH_MODEL", "TorchCostModel"]
 
 
+def _torch_price(name: str) -> Any:
+    """A read-only attribute of a `TorchCostModel`: its profile's ``torch_<name>``."""
+    return property(lambda self: getattr(self.profile, f"torch_{name}"))
+
+
 @dataclass(frozen=True)
 class TorchCostModel:
     """Modelled nanoseconds of the two eager torch routes for one schedule, at the prices of
@@ -79,37 +84,15 @@ class TorchCostModel:
         """Where the prices come from, in one line (``explain`` prints it)."""
         return self.profile.describe()
 
-    @property
-    def ns_per_op(self) -> float:
-        return self.profile.torch_ns_per_op
-
-    @property
-    def ns_per_matmul_call(self) -> float:
-        return self.profile.torch_ns_per_matmul_call
-
-    @property
-    def ns_per_einsum_call(self) -> float:
-        return self.profile.torch_ns_per_einsum_call
-
-    @property
-    def ns_per_einsum_pair(self) -> float:
-        return self.profile.torch_ns_per_einsum_pair
-
-    @property
-    def ns_per_mac(self) -> float:
-        return self.profile.torch_ns_per_mac
-
-    @property
-    def ns_per_copied_element(self) -> float:
-        return self.profile.torch_ns_per_copied_element
-
-    @property
-    def einsum_copy_share(self) -> float:
-        return self.profile.torch_einsum_copy_share
-
-    @property
-    def steps_margin(self) -> float:
-        return self.profile.torch_steps_margin
+    # the profile's torch prices under the names the formulas use (``torch_<name>``)
+    ns_per_op = _torch_price("ns_per_op")
+    ns_per_matmul_call = _torch_price("ns_per_matmul_call")
+    ns_per_einsum_call = _torch_price("ns_per_einsum_call")
+    ns_per_einsum_pair = _torch_price("ns_per_einsum_pair")
+    ns_per_mac = _torch_price("ns_per_mac")
+    ns_per_copied_element = _torch_price("ns_per_copied_element")
+    einsum_copy_share = _torch_price("einsum_copy_share")
+    steps_margin = _torch_price("steps_margin")
 
     # ------------------------------------------------------------------ the two routes
     def steps_features(self, schedule: Any) -> tuple[float, float, float, float]:
