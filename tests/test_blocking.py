@@ -474,8 +474,9 @@ def test_a_slice_that_stays_a_stack_of_blas_matrices_is_not_copied_per_block():
     want = np.einsum("abk,bkn,bn->abn", *arrays)
     got = compile_schedule(schedule, NUMPY_OPS)(*arrays)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
-    # under the built-in profile these slices are small: copied
-    small = contract_expression("abk,bkn,bn->abn", *shapes, memory_limit=100_000).schedule.blocking
+    # under the reference profile these slices are small: copied
+    small = make_schedule(make_plan("abk,bkn,bn->abn", shapes, ()), memory_limit=100_000,
+                          cost_model=NumpyCostModel(Profile())).blocking
     assert small is not None and small.inner[0][1].steps[-1].x_view.contiguous_first
     # and the copies the blocks no longer make are not priced: the same blocks, copies
     # counted, cost more
@@ -517,19 +518,22 @@ def test_a_blocks_last_product_is_written_straight_into_its_slice():
     # as they lie
     shapes = ((16, 16, 48), (16, 16, 48, 48), (16, 16, 48))
     arrays = [np.random.default_rng(5).standard_normal(s) for s in shapes]
-    expr = contract_expression("Bi,Mij,Bj->MB", *shapes, len_B=2)
-    blocking = expr.schedule.blocking
+    # (priced by the reference profile, not this machine's caches and threads)
+    schedule = make_schedule(make_plan("Bi,Mij,Bj->MB", shapes, (("B", 2),)),
+                             memory_limit="default", cost_model=NumpyCostModel(Profile()))
+    blocking = schedule.blocking
     assert blocking is not None and blocking.in_place and not blocking.accumulate
     assert blocking.storage.index(blocking.labels[0]) > 0
     want = np.einsum("abi,cdij,abj->cdab", *arrays)
-    np.testing.assert_allclose(expr(*arrays), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(compile_schedule(schedule, NUMPY_OPS)(*arrays), want, rtol=1e-12,
+                               atol=1e-12 * np.abs(want).max())
     # a backend without matmul_into copies each block into its slice: the same result
     copying = replaced(NUMPY_OPS, matmul_into=None)
-    np.testing.assert_allclose(compile_schedule(expr.schedule, copying)(*arrays), want, rtol=1e-12,
+    np.testing.assert_allclose(compile_schedule(schedule, copying)(*arrays), want, rtol=1e-12,
                                atol=1e-12 * np.abs(want).max())
-    # the price leaves out the copies it saves: the same blocks copied would cost more
+    # what decides it: a block in storage order written, not added, into its slice
     block = blocking.inner[0][1]
-    storage_shape = tuple(expr.schedule.extents[lab] for lab in blocking.storage)
+    storage_shape = tuple(schedule.extents[lab] for lab in blocking.storage)
     assert writes_in_place(block, storage_shape, False)
     assert not writes_in_place(block, storage_shape, True)           # added into the buffer: no
     permuted = evolve_finish(block)
