@@ -23,7 +23,9 @@ every gather flat (before decision 38), ``--without before-warm-result`` prices 
 result as a fresh buffer and its Python as free (before decision 43), ``--without
 before-promote`` gathers rather than summing promoted labels after (before decision 45),
 ``--without before-thread-threshold`` credits products with threads from 2**19 multiply-adds
-and ``--without before-roofline`` floors no price at its roofline (both before decision 57).  The variant ``--without memory`` zeroes the memory prices of the profile (streaming,
+and ``--without before-roofline`` floors no price at its roofline (both before decision 57);
+``--without builtin-walks``, run under a calibrated profile (``CONTRACTIONS_PROFILE``), prices
+strided walks at the built-in prices rather than the profile's measured ones (decision 58).  The variant ``--without memory`` zeroes the memory prices of the profile (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
 default is faster); the last line the geometric mean and the worst.
@@ -78,6 +80,9 @@ VARIANTS = {
     # a candidate after decision 57: far-apart runs priced as this VM reads a constant-stride
     # walk of them (about 15 ns a run, no extra per line; measured, see decision 57)
     "far-runs-15": NUMPY_MODEL.with_prices(ns_per_far_run=15.0, ns_per_far_line=0.0),
+    # decision 58: under a calibrated profile, its measured walks against the built-in walk
+    # prices (run with CONTRACTIONS_PROFILE=a profile `contractions calibrate` wrote)
+    "builtin-walks": NUMPY_MODEL.with_prices(ns_per_far_run=50.0, ns_per_near_run=30.0, ns_per_far_line=10.0),
     "before-roofline": NUMPY_MODEL.with_prices(cache_bytes_per_ns=0.0, memory_bytes_per_ns=0.0,
                                                peak_flops_per_ns=0.0),
     # before decision 37: layouts of equal price not told apart by how their gathers sweep

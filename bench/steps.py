@@ -35,13 +35,13 @@ def timed_run(schedule, arrays, repeats: int = 3):
     spent: dict[int, float] = {}
     original = engine._step_fn
 
-    def timing_step_fn(step, ops, intermediate=False, scratch=engine.NO_SCRATCH):
-        kernel = original(step, ops, intermediate, scratch)
+    def timing_step_fn(step, specs, ops, shapes, intermediate=False, scratch=engine.NO_SCRATCH):
+        kernel = original(step, specs, ops, shapes, intermediate, scratch)
         index = schedule_index[id(step)]   # its position in the schedule (or in every block)
 
-        def timed(x, y):
+        def timed(x, y, table):
             start = time.perf_counter()
-            out = kernel(x, y)
+            out = kernel(x, y, table)
             spent[index] = spent.get(index, 0.0) + time.perf_counter() - start
             return out
 

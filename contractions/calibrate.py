@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime
 import functools
 import math
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -301,6 +302,34 @@ class _Run:
         per_big = self.time(lambda: big @ v) * 1e9 / big.size
         per_small = self.time(lambda: small @ v) * 1e9 / small.size
         self.keep("ns_per_streamed_element", per_big - per_small)
+        self.walks(4 * threshold)
+
+    def walks(self, elements: int) -> None:
+        # Strided walks past the caches (`NumpyCostModel.strided_read_ns`): an array of
+        # ``elements`` copied into a warm buffer in the order that reads runs of 8 or 48
+        # elements whose starts lie 81 runs apart (a page or more: far runs) or runs of 8 whose
+        # starts lie 2 KiB apart (near runs), each against the contiguous copy of the same
+        # array.  Each walk reads so many runs at once that the prefetcher follows none of them.
+        # (a difference of two copies of ~10 ms each is noisy on a shared machine: the median
+        # of three rounds, each walk timed beside its contiguous copy)
+        rounds: list[dict[tuple[int, int], tuple[float, int]]] = []
+        for done in range(3 * len(WALKS)):
+            self.tick(done, 3 * len(WALKS))
+            runs_apart, run = WALKS[done % len(WALKS)]
+            source = self.rng.standard_normal((elements // (runs_apart * run), runs_apart, run))
+            warm, walked = np.empty(source.shape), np.empty((runs_apart, source.shape[0], run))
+            contiguous = self.time(functools.partial(np.copyto, warm, source))
+            strided = self.time(functools.partial(np.copyto, walked, source.transpose(1, 0, 2)))
+            if done % len(WALKS) == 0:
+                rounds.append({})
+            rounds[-1][runs_apart, run] = strided - contiguous, source.size // run
+        prices = [walk_prices(found) for found in rounds]
+        for name in prices[0]:
+            value = statistics.median(p[name] for p in prices)
+            if name == "ns_per_far_line" and value == 0.0:
+                self.prices[name] = value   # (measured: no price beyond the run's own)
+            else:
+                self.keep(name, value)
 
     def roofline(self) -> None:
         # The floors every step price keeps (`Profile.cache_bytes_per_ns` and the two below):
@@ -329,6 +358,12 @@ class _Run:
         self.keep("ns_per_strided_einsum_mac", strided)
 
     def python_costs(self) -> None:
+        from .calls.store import switched_off
+
+        with switched_off():
+            self._python_costs()
+
+    def _python_costs(self) -> None:
         from .api import contract
         from .expressions import contract_expression
 
@@ -383,6 +418,28 @@ def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
     log(f"measured in {time.perf_counter() - started:.0f} s")   # (clears the progress line)
     measured = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return replace(base, **run.prices, machine=machine, measured=measured, source="")
+
+
+#: The walks `_Run.walks` times: (runs apart, elements a run); `walk_prices` reads them.
+WALKS = ((81, 8), (81, 48), (32, 8))
+
+
+def walk_prices(extra: dict[tuple[int, int], tuple[float, int]]) -> dict[str, float]:
+    """The prices of strided walks past the caches from `WALKS`' timings: for each walk, the
+    seconds it took beyond the contiguous copy of the same array and the runs it read.  Far
+    runs cost ``ns_per_far_run`` plus ``ns_per_far_line`` a line (runs of 8 elements are one
+    line, of 48 six); near runs ``ns_per_near_run``.
+
+    >>> walk_prices({(81, 8): (70e-3, 1_000_000), (81, 48): (20e-3, 100_000), (32, 8): (25e-3, 1_000_000)})
+    {'ns_per_far_line': 26.0, 'ns_per_far_run': 44.0, 'ns_per_near_run': 25.0}
+    >>> walk_prices({(81, 8): (30e-3, 1_000_000), (81, 48): (2.9e-3, 100_000), (32, 8): (25e-3, 1_000_000)})
+    {'ns_per_far_line': 0.0, 'ns_per_far_run': 30.0, 'ns_per_near_run': 25.0}
+    """
+    one_line = extra[81, 8][0] * 1e9 / extra[81, 8][1]
+    six_lines = extra[81, 48][0] * 1e9 / extra[81, 48][1]
+    line = max(0.0, (six_lines - one_line) / 5)   # (0: a run's further lines stream as it is read)
+    return {"ns_per_far_line": round(line, 6), "ns_per_far_run": round(one_line - line, 6),
+            "ns_per_near_run": round(extra[32, 8][0] * 1e9 / extra[32, 8][1], 6)}
 
 
 def _nnls(a: np.ndarray, b: np.ndarray, rounds: int = 50) -> np.ndarray:

@@ -208,3 +208,43 @@ def test_calibrate_reports_a_profile_it_cannot_write(tmp_path, monkeypatch, caps
     blocker.write_text("", encoding="utf-8")
     assert cli.main(["calibrate", "--quick", "--output", str(blocker / "profile.json")]) == 2
     assert f"cannot write the profile {blocker / 'profile.json'}" in capsys.readouterr().err
+
+
+def test_walk_prices_read_far_and_near_runs_from_the_extra_seconds_of_each_walk():
+    from contractions.calibrate import WALKS, walk_prices
+
+    assert set(WALKS) == {(81, 8), (81, 48), (32, 8)}
+    # far runs of one line 60 ns over the contiguous copy, of six lines 110: 10 a line, 50 a run
+    prices = walk_prices({(81, 8): (60e-9 * 1000, 1000), (81, 48): (110e-9 * 500, 500),
+                          (32, 8): (30e-9 * 2000, 2000)})
+    assert prices == pytest.approx({"ns_per_far_run": 50.0, "ns_per_far_line": 10.0, "ns_per_near_run": 30.0})
+    # six lines a run no dearer than one: a run's further lines cost nothing, never below
+    flat = walk_prices({(81, 8): (28e-9 * 1000, 1000), (81, 48): (27e-9 * 1000, 1000),
+                        (32, 8): (25e-9 * 1000, 1000)})
+    assert flat["ns_per_far_line"] == 0.0 and flat["ns_per_far_run"] == pytest.approx(28.0)
+
+
+def test_calibrate_measures_strided_walks_past_the_caches(capsys):
+    from contractions import calibrate
+
+    run = calibrate._Run(calibrate.TINY, print, Profile())
+    run.walks(81 * 48 * 16)   # (small: the walks' arithmetic, not this machine's memory)
+    assert set(run.prices) <= {"ns_per_far_run", "ns_per_far_line", "ns_per_near_run"}
+    assert {"ns_per_far_run", "ns_per_near_run"} <= set(run.prices) or "kept the default" in capsys.readouterr().out
+    assert all(math.isfinite(v) and v >= 0 for v in run.prices.values())
+
+
+def test_calibrate_times_the_engine_with_no_plan_store(monkeypatch):
+    from contractions import calibrate
+    from contractions.calls import store
+
+    monkeypatch.setenv(store.ENVIRONMENT_VARIABLE, "off")
+    store.reset_active_store()
+    seen = []
+    monkeypatch.setattr(calibrate._Run, "_python_costs", lambda self: seen.append(store.active_store()))
+    sentinel = object()
+    monkeypatch.setattr(store, "_ACTIVE", [sentinel])
+    calibrate._Run(calibrate.TINY, print, Profile()).python_costs()
+    assert seen == [None]                      # no store while it measures
+    assert store._ACTIVE == [sentinel]         # the process's store afterwards
+    store._ACTIVE.clear()

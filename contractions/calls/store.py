@@ -22,11 +22,13 @@ least recently used entries are evicted.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 # must not pay for a store it may never open)
 
 __all__ = ["ENVIRONMENT_VARIABLE", "FLUSH_EVERY", "MAX_BYTES", "PlanStore", "active_store",
-           "default_path", "profile_fingerprint", "reset_active_store"]
+           "default_path", "profile_fingerprint", "reset_active_store", "switched_off"]
 
 ENVIRONMENT_VARIABLE = "CONTRACTIONS_PLANS"
 #: The store's bound on its entries' bytes (keys and values); the least recently used go first.
@@ -340,6 +342,20 @@ def _keep_route(key: Any, name: str) -> None:
 
 # The CUDA routes measured on a shape's first calls are kept beside the plans.
 measured.persistence = (_recall_route, _keep_route)
+
+
+@contextlib.contextmanager
+def switched_off() -> Iterator[None]:
+    """No store within (``contractions calibrate`` times the engine's Python: a stored plan, or
+    a store written under another profile, is not what it measures); the process's store after."""
+    with _ACTIVE_LOCK:
+        saved = list(_ACTIVE)
+        _ACTIVE[:] = [None]
+    try:
+        yield
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE[:] = saved
 
 
 def reset_active_store() -> None:
