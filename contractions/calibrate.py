@@ -316,7 +316,7 @@ class _Run:
         for done in range(3 * len(WALKS)):
             self.tick(done, 3 * len(WALKS))
             runs_apart, run = WALKS[done % len(WALKS)]
-            source = self.rng.standard_normal((elements // (runs_apart * run), runs_apart, run))
+            source = self.rng.standard_normal((max(1, elements // (runs_apart * run)), runs_apart, run))
             warm, walked = np.empty(source.shape), np.empty((runs_apart, source.shape[0], run))
             contiguous = self.time(functools.partial(np.copyto, warm, source))
             strided = self.time(functools.partial(np.copyto, walked, source.transpose(1, 0, 2)))

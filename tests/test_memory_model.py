@@ -269,6 +269,19 @@ def test_an_einsum_whose_inner_loop_is_strided_costs_more():
     assert strided == pytest.approx(m.profile.ns_per_strided_einsum_mac * macs + m.profile.ns_per_inner_loop * loops)
 
 
+def test_a_one_operand_einsum_pays_half_a_multiply_add_per_element_read():
+    # 'oki->ko' (a sum over i): one element read per multiply-add where 'ki,oki->ko' reads two
+    ext = {0: 64, 1: 64, 2: 32}
+    one = einsum_step_ns(((0, 2, 1),), (2, 0), ext, MODEL)
+    macs, loops = 64 * 64 * 32, 64 * 32
+    p = MODEL.profile
+    assert one == pytest.approx(p.ns_per_einsum_mac * macs / 2 + p.ns_per_inner_loop * loops)
+    assert one < einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, MODEL)
+    # a model's fixed cost per loop is not halved with it
+    fixed = MODEL.with_prices(ns_per_einsum_mac=0.0)
+    assert einsum_step_ns(((0, 2, 1),), (2, 0), ext, fixed) == pytest.approx(p.ns_per_inner_loop * loops)
+
+
 def test_an_einsum_pays_for_every_restart_of_its_inner_loop():
     # 'WCaib,WCajb->Cij' walks b innermost (6 long: i and j sit between a and b) and
     # 'WCiab,WCjab->Cij' a and b as one loop of 36: the same multiply-adds, six times the loops.
