@@ -402,3 +402,19 @@ def test_a_block_reads_its_slice_from_memory_when_its_operand_is_past_the_cache(
     assert 100 * b_far.chunks[0] <= 100_000 and 300 * b_far.chunks[0] <= 100_000  # slices fit
     extra = blocked["far"].cost_ns - blocked["near"].cost_ns
     assert extra == pytest.approx(far.streamed_ns(2000 * 100))   # the operand, once
+
+
+def test_a_transpose_in_long_runs_is_priced_at_its_roofline_and_one_element_by_element_as_a_gather():
+    from contractions.model.numpy_prices import direct_ns
+
+    ext = {0: 64, 1: 64, 2: 117}
+    n = 64 * 64 * 117
+    long_runs = direct_ns(((0, 1, 2),), (1, 0, 2), ext, MODEL)       # 'abc->bac': runs of 117
+    one_by_one = direct_ns(((0, 1, 2),), (2, 1, 0), ext, MODEL)      # 'abc->cba': runs of 1
+    assert long_runs == pytest.approx(MODEL.roofline_ns(0, 2 * n, 2 * n))
+    assert one_by_one == pytest.approx(MODEL.copy_ns(n) - MODEL.fresh_buffer_ns(n))
+    assert long_runs < one_by_one
+    # runs of 4 elements (half a line) are still moved element by element
+    short = {0: 64, 1: 64, 2: 4}
+    assert direct_ns(((0, 1, 2),), (1, 0, 2), short, MODEL) == pytest.approx(
+        MODEL.copy_ns(64 * 64 * 4) - MODEL.fresh_buffer_ns(64 * 64 * 4))
