@@ -277,7 +277,7 @@ def test_a_one_operand_einsum_pays_half_a_multiply_add_per_element_read():
     p = MODEL.profile
     assert one == pytest.approx(p.ns_per_einsum_mac * macs / 2 + p.ns_per_inner_loop * loops)
     assert one < einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, MODEL)
-    # a model's fixed cost per loop is not halved with it
+    # the inner loop's restarts are not halved with it
     fixed = MODEL.with_prices(ns_per_einsum_mac=0.0)
     assert einsum_step_ns(((0, 2, 1),), (2, 0), ext, fixed) == pytest.approx(p.ns_per_inner_loop * loops)
 

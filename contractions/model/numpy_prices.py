@@ -431,10 +431,11 @@ def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int
     loop = model.einsum_ns(macs, strided, _einsum_inner_run(operands, result, walk, extents))
     if len(operands) == 1:
         # one operand (a sum, a diagonal): the loop reads one element per multiply-add where
-        # the two-operand loop the price was measured on reads two, and multiplies nothing:
-        # half the price (measured on the development VM: 0.14-0.22 ns an element read,
-        # against 0.46 a two-operand multiply-add; decision 58)
-        # (the part that grows with the multiply-adds: a model's fixed cost per loop stays)
+        # the two-operand loop the price was measured on reads two, and multiplies nothing,
+        # so the part of the price that grows with the multiply-adds is halved; the inner
+        # loop's restarts and any fixed cost a model adds stay whole (measured on the
+        # development VM: 0.14-0.22 ns an element read, against 0.46 a two-operand
+        # multiply-add; decision 58)
         loop -= (model.einsum_ns(macs, strided) - model.einsum_ns(0, strided)) / 2
     cost = (loop
             + (model.result_buffer_ns(elements) if final else model.fresh_buffer_ns(elements))
