@@ -132,7 +132,7 @@ def measure(repeats: int, quick: bool) -> dict:
     runs = []
     for r in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
-            store = Path(tmp) / "plans.sqlite"
+            store = Path(tmp) / "plans"
             run = {}
             for which in ("first", "second"):
                 out = Path(tmp) / f"{which}.json"

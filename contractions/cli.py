@@ -167,12 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
                       "for later processes)",
         description="The plan store: what the full search decided for each structure, kept so "
                     "that a later process runs it at once. It lives beside the calibrated profile; "
-                    "CONTRACTIONS_PLANS=FILE selects another file, CONTRACTIONS_PLANS=off turns it "
+                    "CONTRACTIONS_PLANS=DIR selects another directory, CONTRACTIONS_PLANS=off turns it "
                     "off. Export on one node and import on identical ones (same version and "
                     "profile) to share the plans.")
     what = plans.add_mutually_exclusive_group()
     what.add_argument("--show", action="store_true", help="where the store is and what it holds (the default)")
-    what.add_argument("--clear", action="store_true", help="remove the store file")
+    what.add_argument("--clear", action="store_true", help="remove the store")
     what.add_argument("--export", metavar="FILE", help="write every stored plan to a JSON file")
     what.add_argument("--import", dest="import_from", metavar="FILE",
                       help="add the plans of an exported file (its version and profile must match)")

@@ -9,11 +9,12 @@ lose nothing; the byte bound evicts; ``off`` writes no file.
 from __future__ import annotations
 
 import json
+import math
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -42,8 +43,8 @@ def operands(seed: int = 0) -> list[np.ndarray]:
 
 @pytest.fixture
 def plans_at(tmp_path, monkeypatch):
-    """The process's store at a file of the test's own; the full search runs on first calls."""
-    path = tmp_path / "plans.sqlite"
+    """The process's store in a directory of the test's own; the full search runs on first calls."""
+    path = tmp_path / "plans"
     monkeypatch.setenv("CONTRACTIONS_PLANS", str(path))
     monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 0.0)
     store_module.reset_active_store()
@@ -87,7 +88,7 @@ def _run(script: str, env_path: Path | str, home: Path | None = None) -> str:
 
 
 def test_a_second_process_runs_the_stored_plan_and_searches_nothing(tmp_path):
-    path = tmp_path / "plans.sqlite"
+    path = tmp_path / "plans"
     body = f"""
         report = contractions.explain({STRING!r}, *ops)   # (how a first call is planned)
         result = contractions.contract({STRING!r}, *ops)
@@ -102,7 +103,7 @@ def test_a_second_process_runs_the_stored_plan_and_searches_nothing(tmp_path):
 
 
 def test_an_expression_in_a_second_process_searches_nothing(tmp_path):
-    path = tmp_path / "plans.sqlite"
+    path = tmp_path / "plans"
     body = f"""
         expr = contractions.contract_expression({STRING!r}, *[o.shape for o in ops])
         print(json.dumps([len(searched), float(expr(*ops).sum())]))
@@ -129,6 +130,30 @@ def test_the_stored_plan_is_the_searched_one(plans_at):
     assert strip(stored) == strip(searched)
 
 
+def test_a_stored_plan_serves_the_first_call_the_quick_tier_would_have(plans_at, monkeypatch):
+    contract(STRING, *operands())                      # (searched at once: the fixture's price)
+    store_module.active_store().flush()
+    _fresh_process_state()
+    monkeypatch.setattr(tiers, "search_ns", lambda n, model=None: 1e15)   # (never pays: quick)
+    searched = []
+    monkeypatch.setattr(tiers, "make_schedule", lambda *a, **k: searched.append(1))
+    plan = make_plan(STRING, SHAPES, ())
+    first = tiers.first_schedule(plan, memory_limit="default")
+    assert first.tier == "stored" and first.upgrade_after == 0 and not searched
+    np.testing.assert_allclose(contract(STRING, *operands(2)), np.einsum(EXPANDED, *operands(2)),
+                               rtol=1e-9, atol=1e-9)
+    _fresh_process_state()
+    other = make_plan(STRING, ((40, 2, 31), (2, 31, 50, 60), (40, 2, 50)), ())   # (not stored)
+    assert tiers.first_schedule(other, memory_limit="default").tier == "quick"
+    # a small call's first call does not look (a lookup would cost more than it could win)
+    looked = []
+    monkeypatch.setattr(tiers, "stored_schedule", lambda *a, **k: looked.append(1))
+    small = make_plan(STRING, ((4, 2, 3), (2, 3, 5, 6), (4, 2, 5)), ())
+    assert math.prod(small.shapes[1]) < tiers.STORE_FIRST_ELEMENTS
+    assert tiers.first_schedule(small, memory_limit="default").tier in ("quick", "first", "full")
+    assert not looked
+
+
 @pytest.mark.parametrize("field", ["version", "profile", "format"])
 def test_a_store_of_another_setup_is_ignored_with_one_warning(plans_at, field):
     header = {"format": "0", "version": "0.0.0", "profile": "elsewhere"}
@@ -148,31 +173,52 @@ def test_a_store_of_another_setup_is_ignored_with_one_warning(plans_at, field):
     assert [k for k, _ in PlanStore(plans_at, header=header).entries()] == [_key()]
 
 
-@pytest.mark.parametrize("content", [b"not a database at all" * 40, b"SQLite format 3\x00" + b"\x00" * 50])
-def test_a_corrupt_or_truncated_store_costs_nothing_but_a_warning(plans_at, content):
-    plans_at.write_bytes(content)
+@pytest.mark.parametrize("where", ["header", "the path itself"])
+@pytest.mark.parametrize("content", [b"not json at all {" * 40, b"", b'{"format": "2", "vers'])
+def test_a_corrupt_or_truncated_store_costs_nothing_but_a_warning(plans_at, where, content):
+    if where == "header":
+        plans_at.mkdir()
+        (plans_at / "header.json").write_bytes(content)
+    else:
+        plans_at.write_bytes(content)      # (a file where the store's directory should be)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = contract(STRING, *operands())
+        store_module.active_store().flush()
     assert any(issubclass(w.category, StoreWarning) for w in caught)
     np.testing.assert_allclose(got, np.einsum(EXPANDED, *operands()), rtol=1e-9, atol=1e-9)
 
 
-def test_a_store_cut_short_is_ignored(plans_at):
-    contract(STRING, *operands())
-    store_module.active_store().flush()
-    whole = plans_at.read_bytes()
-    plans_at.write_bytes(whole[: len(whole) // 2])
-    store_module.reset_active_store()
+def _fresh_process_state() -> None:
+    """Forget what this process planned (as a new process would have)."""
     from contractions.calls import remembered, runners
     remembered.clear_templates()
     runners.HOT.clear()
     runners._COMPILED.cache_clear()
     runners._SCHEDULES.cache_clear()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", StoreWarning)
+
+
+def test_an_entry_cut_short_is_dropped(plans_at):
+    contract(STRING, *operands())
+    store_module.active_store().flush()
+    entry = PlanStore(plans_at).entry_path(_key())
+    whole = entry.read_bytes()
+    entry.write_bytes(whole[: len(whole) // 2])
+    store_module.reset_active_store()
+    _fresh_process_state()
+    with pytest.warns(StoreWarning, match="does not parse"):
         got = contract(STRING, *operands(1))
     np.testing.assert_allclose(got, np.einsum(EXPANDED, *operands(1)), rtol=1e-9, atol=1e-9)
+
+
+def test_an_entry_under_another_key_is_not_this_entry(plans_at):
+    store = PlanStore(plans_at)
+    store.put("another key", {"strategy": "pairwise", "path": [[0, 1]]})
+    store.flush()
+    os.replace(store.entry_path("another key"), store.entry_path(_key()))   # (a checksum clash)
+    assert PlanStore(plans_at).get(_key()) is None
+    np.testing.assert_allclose(contract(STRING, *operands()), np.einsum(EXPANDED, *operands()),
+                               rtol=1e-9, atol=1e-9)
 
 
 CRAFTED = [
@@ -200,12 +246,19 @@ CRAFTED = [
 ]
 
 
+def _craft(path: Path, value: str, whole: bool = False) -> None:
+    """Write ``value`` as the stored decisions of `_key` (``whole``: as the entry's whole file)."""
+    store = PlanStore(path)
+    store.put("(opens the store, with this setup's header)", None)
+    store.flush()
+    text = value if whole else '{"key": ' + json.dumps(_key()) + ', "value": ' + value + "}"
+    store.entry_path(_key()).write_text(text)
+
+
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("value", CRAFTED)
-def test_a_crafted_entry_gives_the_right_answer(plans_at, value):
-    PlanStore(plans_at).flush()   # (the file, with this setup's header)
-    with sqlite3.connect(plans_at) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, value TEXT, used REAL, size INTEGER)")
-        db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, 0, 10)", (_key(), value))
+def test_a_crafted_entry_gives_the_right_answer(plans_at, value, whole):
+    _craft(plans_at, value, whole)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", StoreWarning)
         for seed in range(2):
@@ -214,10 +267,7 @@ def test_a_crafted_entry_gives_the_right_answer(plans_at, value):
 
 
 def test_an_entry_that_fails_its_checks_is_dropped_with_a_warning(plans_at):
-    PlanStore(plans_at).flush()
-    with sqlite3.connect(plans_at) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, value TEXT, used REAL, size INTEGER)")
-        db.execute("INSERT OR REPLACE INTO plans VALUES (?, ?, 0, 10)", (_key(), CRAFTED[2]))
+    _craft(plans_at, CRAFTED[2])
     with pytest.warns(StoreWarning, match="dropped"):
         contract(STRING, *operands())
     store_module.active_store().flush()
@@ -226,7 +276,7 @@ def test_an_entry_that_fails_its_checks_is_dropped_with_a_warning(plans_at):
 
 
 def test_four_processes_writing_at_once_lose_nothing(tmp_path):
-    path = tmp_path / "plans.sqlite"
+    path = tmp_path / "plans"
     writer = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
@@ -243,14 +293,15 @@ def test_four_processes_writing_at_once_lose_nothing(tmp_path):
 
 
 def test_the_byte_bound_evicts_the_least_recently_used(tmp_path):
-    store = PlanStore(tmp_path / "plans.sqlite", max_bytes=4000)
+    store = PlanStore(tmp_path / "plans", max_bytes=40 * store_module.BLOCK)
     for k in range(200):
         store.put(f"key-{k:03d}", {"strategy": "pairwise", "path": [[0, 1]] * 5})
         if k % 10 == 9:
             store.flush()
+            time.sleep(0.01)      # (least recently used: by the files' times)
     store.flush()
     kept = [k for k, _ in store.entries()]
-    assert 0 < store.size() <= 4000
+    assert len(kept) == 40 and store.size() == 40 * store_module.BLOCK
     assert "key-199" in kept and "key-000" not in kept
 
 
@@ -262,11 +313,12 @@ def test_off_writes_no_file_and_the_default_is_the_user_cache(tmp_path):
     _run(_script(body), "off", home=home)
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
     _run(_script(body), "", home=home)
-    assert [p.name for p in home.rglob("*") if p.is_file()] == ["plans.sqlite"]
+    written = [p.relative_to(home) for p in home.rglob("*") if p.is_file()]
+    assert {p.parent.name for p in written} == {"plans"} and len(written) == 2   # the header, one plan
 
 
 def test_importing_contractions_opens_no_store(tmp_path):
-    path = tmp_path / "plans.sqlite"
+    path = tmp_path / "plans"
     _run(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
@@ -278,13 +330,13 @@ def test_importing_contractions_opens_no_store(tmp_path):
 
 
 def test_export_and_import_carry_plans_to_an_identical_node(tmp_path):
-    here = PlanStore(tmp_path / "a.sqlite")
+    here = PlanStore(tmp_path / "a")
     here.put("k1", {"strategy": "pairwise", "path": [[0, 1]]})
     assert here.export(tmp_path / "plans.json") == 1
-    there = PlanStore(tmp_path / "b.sqlite")
+    there = PlanStore(tmp_path / "b")
     assert there.import_from(tmp_path / "plans.json") == 1
     assert there.get("k1") == {"strategy": "pairwise", "path": [[0, 1]]}
-    elsewhere = PlanStore(tmp_path / "c.sqlite", header={**there.header, "profile": "another"})
+    elsewhere = PlanStore(tmp_path / "c", header={**there.header, "profile": "another"})
     with pytest.raises(ValueError, match="another version of grouped-einsum or with another profile"):
         elsewhere.import_from(tmp_path / "plans.json")
 

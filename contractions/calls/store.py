@@ -2,18 +2,22 @@
 
 As FFTW keeps "wisdom", the decisions of every full search (`schedule.decisions`) are kept in
 a store, and a later process that meets the same structure at the same extents lowers them at
-once, checked against the call (dev/decisions.md 56).  Where: ``plans.sqlite`` in the
-per-user cache directory; ``CONTRACTIONS_PLANS=PATH`` names another file, ``=off`` turns it
-off.  It is opened on the first full search, never on import.
+once, checked against the call (dev/decisions.md 56, 59).  Where: the directory ``plans`` in the
+per-user cache directory; ``CONTRACTIONS_PLANS=PATH`` names another directory, ``=off`` turns
+it off.  It is opened on the first call that could use it, never on import.
 
-Data only (SQLite rows of JSON text); keyed by structure, extents and memory limit under a
-header of the library version and the profile's fingerprint (a header that does not match
-makes the store ignored, with one warning); an entry that does not parse or fit is dropped
-with one warning; writes are batched transactions (`FLUSH_EVERY`); past `max_bytes` the
-least recently used entries are evicted.
+A directory of small JSON files, data only: ``header.json`` (the library version, the
+profile's fingerprint, the format: a header that does not match makes the store ignored, with
+one warning) and one file per entry, named by a checksum of its key and holding the key and the
+decisions (a file whose key differs is not that entry).  Each file is written whole and moved
+into place (`os.replace`), so processes writing at once lose nothing and never leave a torn
+entry; an entry that does not parse or fit is dropped with one warning.  Writes are batched
+(`FLUSH_EVERY`); past `max_bytes` (each entry counted in whole `BLOCK` bytes, what a small
+file takes on disk) the least recently used entries are evicted.  Opening it reads one small
+file and a lookup opens one: no database to import (SQLite's import alone took ~1.5 ms).
 
 >>> import tempfile, pathlib
->>> store = PlanStore(pathlib.Path(tempfile.mkdtemp()) / 'plans.sqlite')
+>>> store = PlanStore(pathlib.Path(tempfile.mkdtemp()) / 'plans')
 >>> store.put('k', {'strategy': 'pairwise', 'path': [[0, 1]]}); store.flush()
 >>> store.get('k')
 {'strategy': 'pairwise', 'path': [[0, 1]]}
@@ -23,34 +27,34 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._version import __version__
 from ..backends import measured
 
-if TYPE_CHECKING:
-    import sqlite3
+# (zlib and dataclasses are imported where they are used: importing contractions must not
+# pay for a store it may never open)
 
-# (sqlite3, zlib and dataclasses are imported where they are used: importing contractions
-# must not pay for a store it may never open)
-
-__all__ = ["ENVIRONMENT_VARIABLE", "FLUSH_EVERY", "MAX_BYTES", "PlanStore", "active_store",
+__all__ = ["BLOCK", "ENVIRONMENT_VARIABLE", "FLUSH_EVERY", "MAX_BYTES", "PlanStore", "active_store",
            "default_path", "profile_fingerprint", "reset_active_store", "switched_off"]
 
 ENVIRONMENT_VARIABLE = "CONTRACTIONS_PLANS"
-#: The store's bound on its entries' bytes (keys and values); the least recently used go first.
-MAX_BYTES = 16 * 2**20
-#: Pending entries written in one transaction; the rest are written when the process exits.
+#: The store's bound on its entries' bytes; the least recently used go first.
+MAX_BYTES = 64 * 2**20
+#: An entry's bytes are counted in whole blocks of this size (a small file's share of a disk).
+BLOCK = 4096
+#: Pending entries written at once; the rest are written when the process exits.
 FLUSH_EVERY = 32
 #: The store's format; a store of another format is ignored like one of another version.
-FORMAT = "1"
+FORMAT = "2"
+HEADER = "header.json"
 
 
 class StoreWarning(UserWarning):
@@ -58,36 +62,47 @@ class StoreWarning(UserWarning):
 
 
 def default_path() -> Path:
-    """``plans.sqlite`` in the per-user cache directory (beside the calibrated profile)."""
+    """The directory ``plans`` in the per-user cache directory (beside the calibrated profile)."""
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("grouped-einsum")) / "plans.sqlite"
+    return Path(platformdirs.user_cache_dir("grouped-einsum")) / "plans"
+
+
+def checksum(text: str) -> str:
+    """16 hex digits telling texts apart (a checksum, not a signature: hashlib costs ms to
+    import, zlib nothing).
+
+    >>> checksum('ab') == checksum('ab') != checksum('ba')
+    True
+    """
+    import zlib
+
+    data = text.encode()
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 
 def profile_fingerprint() -> str:
-    """A short checksum of the active profile's prices: plans priced by other prices are not
+    """A checksum of the active profile's prices: plans priced by other prices are not
     this machine's decisions."""
-    # (a checksum, not a signature: it tells prices apart; hashlib costs ms to import)
     import dataclasses
-    import zlib
 
     from ..model.profile import active_profile
 
     fields = dataclasses.asdict(active_profile())
     fields.pop("source", None)   # (where it was read from is not what it prices)
-    text = json.dumps(fields, sort_keys=True, default=str).encode()
-    return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
+    return checksum(json.dumps(fields, sort_keys=True, default=str))
 
 
 class PlanStore:
-    """One store file: `get` and `put` decisions by key, `flush` pending writes, and the
+    """One store directory: `get` and `put` decisions by key, `flush` pending writes, and the
     maintenance the ``contractions plans`` command offers (`entries`, `clear`, `export`,
-    `import_from`).  ``header`` is what the file must say of itself to be used (the library
-    version, the profile fingerprint, the format); a file that says otherwise is ignored."""
+    `import_from`).  ``header`` is what the directory must say of itself to be used (the
+    library version, the profile fingerprint, the format); one that says otherwise is ignored."""
 
     def __init__(self, path: str | os.PathLike[str], max_bytes: int = MAX_BYTES,
                  header: dict[str, str] | None = None) -> None:
         self.path = Path(path)
+        self._directory = os.path.join(str(self.path), "")
         self.max_bytes = max_bytes
         self.header = header if header is not None else {
             "format": FORMAT, "version": __version__, "profile": profile_fingerprint()}
@@ -95,41 +110,47 @@ class PlanStore:
         self._touched: set[str] = set()   # entries read since the last flush (their use is kept then)
         self._lock = threading.Lock()
         self._usable: bool | None = None   # None: not opened yet
-        self._local = threading.local()     # each thread's connection (and the process it is of)
         self._warned: set[str] = set()
+        self._names = itertools.count()
 
     # ------------------------------------------------------------------ reading, writing
+    def entry_path(self, key: str) -> Path:
+        """The file that holds ``key``'s entry."""
+        return Path(self._entry_file(key))
+
+    def _entry_file(self, key: str) -> str:
+        # (a string, not a Path: a lookup is on a first call's path)
+        return f"{self._directory}{checksum(key)}.json"
+
     def get(self, key: str) -> Any:
         """The decisions stored under ``key``, or None."""
-        import sqlite3
-
         with self._lock:
             pending = self._pending.get(key)
         if pending is not None:
-            return json.loads(pending)
-        if not self._open():
+            return json.loads(pending)["value"]
+        if not self._readable():
             return None
         try:
-            with self._connect() as db:   # (a read: no write, no sync, on the call's path)
-                row = db.execute("SELECT value FROM plans WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error as exc:
-            self._give_up(f"could not be read ({exc})")
+            with open(self._entry_file(key), "rb") as file:
+                text = file.read()
+        except OSError:    # (none stored; or gone, evicted by another process meanwhile)
             return None
-        if row is None:
-            return None
-        with self._lock:
-            self._touched.add(key)
         try:
-            return json.loads(row[0])
-        except (TypeError, ValueError, RecursionError):   # (a crafted entry nested too deep)
+            entry = json.loads(text)
+        except (TypeError, ValueError, RecursionError):   # (cut short, or nested too deep)
             self.drop(key, "does not parse")
             return None
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None     # (another key of the same checksum: not this entry)
+        with self._lock:
+            self._touched.add(key)
+        return entry.get("value")
 
     def put(self, key: str, decisions: Any) -> None:
         """Keep ``decisions`` under ``key`` (written with the next flush)."""
         if self._usable is False:
             return
-        text = json.dumps(decisions, separators=(",", ":"))
+        text = json.dumps({"key": key, "value": decisions}, separators=(",", ":"))
         with self._lock:
             self._pending[key] = text
             full = len(self._pending) >= FLUSH_EVERY
@@ -138,73 +159,69 @@ class PlanStore:
 
     def drop(self, key: str, why: str) -> None:
         """Remove an entry that failed its checks, with one warning per process."""
-        import sqlite3
-
         self._warn(f"a stored plan in {self.path} {why}; it was dropped and the call planned "
                    "afresh", "drop")
-        try:
-            with self._connect() as db:
-                db.execute("DELETE FROM plans WHERE key = ?", (key,))
-        except sqlite3.Error:
-            pass
+        with contextlib.suppress(OSError):
+            os.remove(self._entry_file(key))
 
     def flush(self) -> None:
-        """Write the pending entries (and when the entries read were last used) in one
-        transaction, then evict past ``max_bytes``."""
-        import sqlite3
-
+        """Write the pending entries (and when the entries read were last used), then evict
+        past ``max_bytes``."""
         with self._lock:
             pending, self._pending = self._pending, {}
             touched, self._touched = self._touched, set()
         if not (pending or touched) or not self._open():
             return
-        now = time.time()
+        for key in touched - pending.keys():
+            with contextlib.suppress(OSError):   # (evicted meanwhile by another process)
+                os.utime(self._entry_file(key))
         try:
-            with self._connect() as db:
-                db.executemany("UPDATE plans SET used = ? WHERE key = ?", [(now, k) for k in touched])
-                db.executemany(
-                    "INSERT OR REPLACE INTO plans (key, value, used, size) VALUES (?, ?, ?, ?)",
-                    [(k, v, now, len(k) + len(v)) for k, v in pending.items()])
-                self._evict(db)
-        except sqlite3.Error as exc:
+            for key, text in pending.items():
+                self._write(Path(self._entry_file(key)), text)
+            if pending:
+                self._evict()
+        except OSError as exc:
             self._give_up(f"could not be written ({exc})")
 
     @property
     def ignored(self) -> bool:
-        """Did this process find the file unusable (another setup's header, unreadable)?"""
+        """Did this process find the store unusable (another setup's header, unreadable)?"""
         return self._usable is False
 
     # --------------------------------------------------------------------- maintenance
     def entries(self) -> list[tuple[str, Any]]:
-        """Every stored (key, decisions), least recently used first."""
+        """Every stored (key, decisions), least recently used first (an entry that does not
+        parse is left out)."""
         self.flush()
-        if not self._open():
+        if not self._readable():
             return []
-        with self._connect() as db:
-            rows = db.execute("SELECT key, value FROM plans ORDER BY used").fetchall()
-        return [(k, _loads(v)) for k, v in rows]
+        found = []
+        for _, _, name in sorted(self._files()):
+            try:
+                entry = json.loads((self.path / name).read_bytes())
+            except (OSError, ValueError, RecursionError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                found.append((entry["key"], entry.get("value")))
+        return found
 
     def size(self) -> int:
-        """The bytes of the stored entries (keys and values)."""
-        if not self._open():
+        """The bytes the stored entries count against ``max_bytes`` (whole `BLOCK` s)."""
+        if not self._readable():
             return 0
-        with self._connect() as db:
-            return int(db.execute("SELECT COALESCE(SUM(size), 0) FROM plans").fetchone()[0])
+        return sum(size for _, size, _ in self._files())
 
     def clear(self) -> None:
-        """Remove the file (the next full search starts it afresh, with this header)."""
+        """Remove the store (the next call that uses it starts it afresh, with this header)."""
         with self._lock:
             self._pending.clear()
             self._touched.clear()
-        db = getattr(self._local, "db", None)
-        if db is not None and getattr(self._local, "pid", None) == os.getpid():
-            db.close()
-        self._local = threading.local()
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            try:
-                os.remove(str(self.path) + suffix)
-            except FileNotFoundError:
-                pass
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.path):
+                if name.endswith((".json", ".tmp")):
+                    with contextlib.suppress(OSError):
+                        os.remove(self.path / name)
+            os.rmdir(self.path)   # (only if nothing of anyone else's is left in it)
         self._usable = None
 
     def export(self, target: str | os.PathLike[str]) -> int:
@@ -232,56 +249,87 @@ class PlanStore:
         return len(plans)
 
     # --------------------------------------------------------------------------- inside
-    def _connect(self) -> sqlite3.Connection:
-        # One connection per thread, kept (opening one costs ~0.2 ms, a lookup ~0.01 ms);
-        # a forked child opens its own.
-        import sqlite3
+    def _write(self, target: Path, text: str) -> None:
+        """``text`` into ``target`` whole: written beside it, then moved into place (a reader
+        sees the old file or the new one, never a part)."""
+        temporary = self.path / f".{target.stem}.{os.getpid()}.{threading.get_ident()}.{next(self._names)}.tmp"
+        try:
+            with open(temporary, "w") as file:
+                file.write(text)
+            os.replace(temporary, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
 
-        local = self._local
-        if getattr(local, "pid", None) != os.getpid():
-            local.db, local.pid = sqlite3.connect(str(self.path), timeout=30.0), os.getpid()
-        db: sqlite3.Connection = local.db
-        return db
+    def _files(self) -> list[tuple[float, int, str]]:
+        """(last used, bytes counted, name) of each entry file."""
+        found = []
+        with os.scandir(self.path) as listing:
+            for item in listing:
+                if item.name.endswith(".json") and item.name != HEADER and not item.name.startswith("."):
+                    try:
+                        stat = item.stat()
+                    except OSError:   # (evicted meanwhile)
+                        continue
+                    found.append((stat.st_mtime, -(-max(stat.st_size, 1) // BLOCK) * BLOCK, item.name))
+        return found
+
+    def _evict(self) -> None:
+        files = self._files()
+        excess = sum(size for _, size, _ in files) - self.max_bytes
+        for _, size, name in sorted(files):
+            if excess <= 0:
+                break
+            with contextlib.suppress(FileNotFoundError):   # (another process evicted it first)
+                os.remove(self.path / name)
+            excess -= size
+
+    def _readable(self) -> bool:
+        """Is there a usable store to read (reading creates nothing)?"""
+        if self._usable is None and not self.path.exists():
+            return False
+        return self._open()
 
     def _open(self) -> bool:
-        """Is the file usable (made with this header if new)?  Decided once per process."""
-        import sqlite3
-
+        """Is the store usable (made with this header if new)?  Decided once per process."""
         if self._usable is not None:
             return self._usable
+        header = self.path / HEADER
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
-                db.execute("CREATE TABLE IF NOT EXISTS header (name TEXT PRIMARY KEY, value TEXT)")
-                db.execute("CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, value TEXT, "
-                           "used REAL, size INTEGER)")
-                db.execute("CREATE INDEX IF NOT EXISTS plans_used ON plans (used)")
-                found = dict(db.execute("SELECT name, value FROM header").fetchall())
-                if not found:
-                    db.executemany("INSERT OR IGNORE INTO header VALUES (?, ?)", self.header.items())
-                    found = dict(db.execute("SELECT name, value FROM header").fetchall())
-        except (sqlite3.Error, OSError) as exc:
+            if self.path.exists() and not self.path.is_dir():
+                raise OSError("it is not a directory")
+            self.path.mkdir(parents=True, exist_ok=True)
+            if not header.exists():
+                self._create(header)
+            found = json.loads(header.read_bytes())
+        except (OSError, ValueError, RecursionError) as exc:
             self._give_up(f"could not be opened ({exc})")
             return False
         if found != self.header:
-            self._give_up(f"was written by another setup ({_differences(found, self.header)}); "
-                          "it is ignored by this process (`contractions plans --clear` starts "
-                          "it afresh)")
+            differences = (_differences(found, self.header) if isinstance(found, dict)
+                           else f"its header is {found!r}")
+            self._give_up(f"was written by another setup ({differences}); it is ignored by this "
+                          "process (`contractions plans --clear` starts it afresh)")
             return False
         self._usable = True
         return True
 
-    def _evict(self, db: sqlite3.Connection) -> None:
-        total = db.execute("SELECT COALESCE(SUM(size), 0) FROM plans").fetchone()[0]
-        if total <= self.max_bytes:
-            return
-        excess = total - self.max_bytes
-        dropped = 0
-        for key, size in db.execute("SELECT key, size FROM plans ORDER BY used").fetchall():
-            if dropped >= excess:
-                break
-            db.execute("DELETE FROM plans WHERE key = ?", (key,))
-            dropped += size
+    def _create(self, header: Path) -> None:
+        """Write this store's header, unless another process wrote one first (it is then read
+        and compared like any other)."""
+        temporary = self.path / f".header.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            temporary.write_text(json.dumps(self.header, sort_keys=True))
+            try:
+                os.link(temporary, header)          # (fails where one exists: the first wins)
+            except FileExistsError:
+                pass
+            except OSError:                         # (a file system without links)
+                if not header.exists():
+                    os.replace(temporary, header)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
 
     def _give_up(self, why: str) -> None:
         self._usable = False
@@ -293,13 +341,6 @@ class PlanStore:
         if kind not in self._warned:
             self._warned.add(kind)
             warnings.warn(message, StoreWarning, stacklevel=4)
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        return None
 
 
 def _differences(found: dict[str, str], wanted: dict[str, str]) -> str:

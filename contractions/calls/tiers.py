@@ -12,8 +12,10 @@ full search runs once it pays for itself (dev/decisions.md 47, 51):
   the memory limit;
 * ``'quick'``: the candidate path of fewest FLOPs lowered alone;
 * ``'full'``: every candidate priced, the memory limit met by another order or by blocks;
-* ``'stored'``: the plan store's (`calls.store`) decisions of an earlier full search,
-  lowered again and checked (`full_search`).
+* ``'stored'``: the plan store's (`calls.store`) decisions of an earlier process's full
+  search at these extents, lowered again and checked (`stored_schedule`): tried before the
+  quick tier for a structure this process has not planned whose operands hold
+  `STORE_FIRST_ELEMENTS` or more, and by the full search before it searches.
 
 The full search runs when its predicted cost (`search_ns`, plus `blocks_search_ns` where the
 cheap schedule breaks the memory limit) is at most `SEARCH_FRACTION` of the shape's calls'
@@ -56,6 +58,13 @@ from .store import active_store
 #: the shape's calls have run, the call it plans included: planning costs at most a tenth
 #: of the running (so a large first call takes at most ~1.1x its warm call).
 SEARCH_FRACTION = 0.1
+
+
+#: A structure's first call that would be planned (not the first tier) looks for a stored
+#: plan first when its operands hold at least this many elements.  A lookup that finds nothing costs 15-100 us (one file opened,
+#: more in a cold process), a share of a small call's first call that a stored plan could not
+#: win back; smaller calls meet the store when their full search would run (dev/decisions.md 59).
+STORE_FIRST_ELEMENTS = 1 << 15
 
 
 def upgrade_after(search_ns: float, cost_ns: float) -> int:
@@ -144,20 +153,34 @@ def full_search(plan: Plan, optimize: Any = "auto", use_einsum: bool = True, mem
     decisions for this structure at these extents lowered again (`schedule.decisions`), else
     the search (`make_schedule`), whose decisions the store then keeps (unless ``keep`` is
     False: a report).  Only the default ``optimize='auto'`` is stored."""
-    store = active_store() if normalise_optimize(optimize) == "auto" else None
-    if store is not None:
-        key = store_key(plan, use_einsum, memory_limit, layouts, cost_model)
-        decisions = store.get(key)
-        if decisions is not None:
-            found = from_decisions(plan, decisions, use_einsum, memory_limit, layouts, cost_model)
-            if found is not None:
-                return found, True
-            store.drop(key, "does not fit the call it was found for")
+    found = stored_schedule(plan, optimize, use_einsum, memory_limit, layouts, cost_model)
+    if found is not None:
+        return found, True
     schedule = make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=memory_limit,
                              layouts=layouts, cost_model=cost_model)
+    store = active_store() if normalise_optimize(optimize) == "auto" else None
     if store is not None and keep:
-        store.put(key, decisions_of(schedule))
+        store.put(store_key(plan, use_einsum, memory_limit, layouts, cost_model), decisions_of(schedule))
     return schedule, False
+
+
+def stored_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
+                    memory_limit: Any = None, layouts: tuple[int, ...] | None = None,
+                    cost_model: CostModel = NUMPY_MODEL) -> Schedule | None:
+    """The plan store's decisions for ``plan``'s structure at these extents, lowered again
+    and checked against the call, or None (none stored, the store off, ``optimize`` not the
+    default; an entry that does not fit is dropped)."""
+    store = active_store() if normalise_optimize(optimize) == "auto" else None
+    if store is None:
+        return None
+    key = store_key(plan, use_einsum, memory_limit, layouts, cost_model)
+    decisions = store.get(key)
+    if decisions is None:
+        return None
+    found = from_decisions(plan, decisions, use_einsum, memory_limit, layouts, cost_model)
+    if found is None:
+        store.drop(key, "does not fit the call it was found for")
+    return found
 
 
 def store_key(plan: Plan, use_einsum: bool, memory_limit: Any, layouts: tuple[int, ...] | None,
@@ -207,6 +230,20 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     unplanned = not entry or (not known and first is not None
                                   and first[0].extents == dict(enumerate(plan.extents)))
     tier = "reuse" if known else "first" if unplanned and along_path else "quick"
+    look = not known and sum(map(math.prod, plan.shapes)) >= STORE_FIRST_ELEMENTS
+
+    def stored_first() -> FirstPlan | None:
+        # A structure this process has not planned, about to be planned (not the first
+        # tier), on operands large enough: a plan stored by an earlier process serves instead
+        # (lowering it costs about what the quick tier's lowering does, and it runs the full
+        # search's schedule from the first call)
+        stored = stored_schedule(plan, optimize, use_einsum, memory_limit, layouts, cost_model) if look else None
+        if stored is not None and remember:
+            remember_full(plan, stored, optimize, use_einsum, layouts, cost_model)
+        return None if stored is None else FirstPlan(stored, "stored", search, 0)
+
+    if tier == "quick" and (found := stored_first()) is not None:
+        return found
     # (a blocked run is followed through the unblocked schedule its blocks cut)
     cheap = lower_candidates(exp.inputs, exp.output, plan.shapes, "auto", None, use_einsum,
                              plan.extents, layouts, cost_model, tier=tier,
@@ -223,6 +260,8 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
                 if remember:
                     mark_first(key, along)
                 return FirstPlan(evolve(along, memory_limit=limit), "first", search, 2)
+            if (found := stored_first()) is not None:
+                return found
             cheap = []   # planning can pay for itself on this call: the quick tier
     if not cheap:  # none of this strategy, or it did not fit these labels; or not the first tier
         tier = "quick"
