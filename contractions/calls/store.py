@@ -30,6 +30,7 @@ import contextlib
 import itertools
 import json
 import os
+import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -50,6 +51,8 @@ ENVIRONMENT_VARIABLE = "CONTRACTIONS_PLANS"
 MAX_BYTES = 64 * 2**20
 #: An entry's bytes are counted in whole blocks of this size (a small file's share of a disk).
 BLOCK = 4096
+#: A store file larger than this is not read (a plan takes a few hundred bytes).
+MAX_ENTRY_BYTES = 2**20
 #: Pending entries written at once; the rest are written when the process exits.
 FLUSH_EVERY = 32
 #: The store's format; a store of another format is ignored like one of another version.
@@ -131,9 +134,11 @@ class PlanStore:
         if not self._readable():
             return None
         try:
-            with open(self._entry_file(key), "rb") as file:
-                text = file.read()
-        except OSError:    # (none stored; or gone, evicted by another process meanwhile)
+            text = _read_small(self._entry_file(key))
+        except FileNotFoundError:    # (none stored; or evicted by another process meanwhile)
+            return None
+        except OSError:              # (not a file, unreadable, too large)
+            self.drop(key, "could not be read")
             return None
         try:
             entry = json.loads(text)
@@ -198,7 +203,7 @@ class PlanStore:
         found = []
         for _, _, name in sorted(self._files()):
             try:
-                entry = json.loads((self.path / name).read_bytes())
+                entry = json.loads(_read_small(self.path / name))
             except (OSError, ValueError, RecursionError):
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("key"), str):
@@ -301,7 +306,7 @@ class PlanStore:
             self.path.mkdir(parents=True, exist_ok=True)
             if not header.exists():
                 self._create(header)
-            found = json.loads(header.read_bytes())
+            found = json.loads(_read_small(header))
         except (OSError, ValueError, RecursionError) as exc:
             self._give_up(f"could not be opened ({exc})")
             return False
@@ -341,6 +346,22 @@ class PlanStore:
         if kind not in self._warned:
             self._warned.add(kind)
             warnings.warn(message, StoreWarning, stacklevel=4)
+
+
+def _read_small(path: str | os.PathLike[str]) -> bytes:
+    """A store file's bytes: a regular file of at most `MAX_ENTRY_BYTES`, else an `OSError`
+    (a crafted store may hold a pipe, a device or a huge file: reading one must not hang)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(MAX_ENTRY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise OSError(f"{path} is larger than {MAX_ENTRY_BYTES} bytes")
+    return data
 
 
 def _differences(found: dict[str, str], wanted: dict[str, str]) -> str:
