@@ -6,7 +6,9 @@ process with an empty store (the *first* process) and again in a fresh process s
 store the first one wrote (the *second*), side by side, ``--repeats`` times (medians):
 
 - **large work** (numpy and torch, CPU): the first call of each large 3-4 operand string of
-  bench/first_call.py (5-10 ms of work) over the same call warm (interleaved medians);
+  bench/first_call.py (5-10 ms of work) over the same call warm (interleaved medians), and the
+  planning inside that first call (`first_schedule`'s time: it does not swing with the
+  machine's memory state as the call's own time does);
 - **the ragged tensor-train loop** (bench/tt_loop.py, numpy): pass 1 of ``contract`` over pass 1
   of the hand-written code, in the same process;
 - **new strings**: the median first call of the vocabulary's 3-4 operand strings at small
@@ -69,6 +71,21 @@ def worker(quick: bool) -> dict:
     a @ a
     torch.ones(64, 64) @ torch.ones(64, 64)
     contract("ab,bc->ac", a, a)
+    # the planning inside each large first call: `first_schedule`'s time (a stable figure
+    # where the first call's own time swings with the VM's memory state)
+    from contractions.calls import runners
+
+    planning = [0.0]
+    planned = runners.first_schedule
+
+    def timed_first_schedule(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return planned(*args, **kwargs)
+        finally:
+            planning[0] += time.perf_counter() - start
+
+    runners.first_schedule = timed_first_schedule
     for subscripts, groups in LARGE_CASES[: 2 if quick else None]:
         shapes, kwargs, expanded, _ = large_case(subscripts, groups, LARGE_FLOPS)
         settle_memory(quick)
@@ -76,10 +93,14 @@ def worker(quick: bool) -> dict:
             ops = arrays(shapes)
             if backend == "torch":
                 ops = [torch.from_numpy(x) for x in ops]
+            planning[0] = 0.0
             seconds, result = once(lambda o=ops, s=subscripts, k=kwargs: contract(s, *o, **k))
+            planning_ms = planning[0] * 1e3
             warm = timing.interleaved_medians({"warm": lambda o=ops, s=subscripts, k=kwargs: contract(s, *o, **k)},
                                               3 if quick else 7, 0.05)["warm"]
-            found["large"][f"{backend} {subscripts}"] = {"first_ms": seconds * 1e3, "warm_ms": warm * 1e3}
+            found["large"][f"{backend} {subscripts}"] = {"first_ms": seconds * 1e3, "warm_ms": warm * 1e3,
+                                                         "planning_ms": planning_ms}
+    runners.first_schedule = planned
     # new strings: the vocabulary's 3-4 operand strings, each the process's first of its kind
     firsts = []
     for subscripts in vocabulary()[: 12 if quick else None]:
@@ -163,6 +184,12 @@ def render(results: dict) -> str:
         warm = _median([r["second"]["large"][name]["warm_ms"] for r in runs])
         lines.append(f"| large first call / warm call, {name} (warm {warm:.1f} ms) | {ratio['first']:.2f}x | "
                      f"{ratio['second']:.2f}x | <= 1.15x |")
+    for name in names:
+        if "planning_ms" not in runs[0]["first"]["large"][name]:
+            continue   # (a run from before the figure was kept)
+        planning = {w: _median([r[w]["large"][name]["planning_ms"] for r in runs]) for w in ("first", "second")}
+        lines.append(f"| planning inside that first call, {name} | {planning['first']:.2f} ms | "
+                     f"{planning['second']:.2f} ms | |")
     tt = {w: _median([r[w]["tt"]["contract"] / r[w]["tt"]["hand"] for r in runs]) for w in ("first", "second")}
     lines.append(f"| tensor-train loop pass 1, contract / hand-written (numpy) | {tt['first']:.2f}x | "
                  f"{tt['second']:.2f}x | <= 0.8x |")
