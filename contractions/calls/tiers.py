@@ -61,9 +61,10 @@ SEARCH_FRACTION = 0.1
 
 
 #: A structure's first call that would be planned (not the first tier) looks for a stored
-#: plan first when its operands hold at least this many elements.  A lookup that finds nothing costs 15-100 us (one file opened,
-#: more in a cold process), a share of a small call's first call that a stored plan could not
-#: win back; smaller calls meet the store when their full search would run (dev/decisions.md 59).
+#: plan first when its operands hold at least this many elements.  A lookup that finds
+#: nothing costs 15-100 us (one file opened; more in a cold process), a share of a small
+#: call's first call that a stored plan could not win back; smaller calls meet the store
+#: when their full search runs (dev/decisions.md 59).
 STORE_FIRST_ELEMENTS = 1 << 15
 
 
