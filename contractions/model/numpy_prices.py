@@ -238,11 +238,12 @@ def direct_ns(inputs: Sequence[Labels], output: Labels, extents: dict[int, int],
     at its bytes' roofline where it moves runs of a line or more (the trailing axes stay
     together).
 
+    >>> model = NumpyCostModel(Profile())          # (the reference prices, not this machine's)
     >>> ext = {0: 64, 1: 64, 2: 117}
-    >>> direct_ns(((0, 1, 2),), (2, 1, 0), ext, NUMPY_MODEL) == (
-    ...     NUMPY_MODEL.copy_ns(64 * 64 * 117) - NUMPY_MODEL.fresh_buffer_ns(64 * 64 * 117))
+    >>> direct_ns(((0, 1, 2),), (2, 1, 0), ext, model) == (
+    ...     model.copy_ns(64 * 64 * 117) - model.fresh_buffer_ns(64 * 64 * 117))
     True
-    >>> direct_ns(((0, 1, 2),), (1, 0, 2), ext, NUMPY_MODEL) == NUMPY_MODEL.roofline_ns(
+    >>> direct_ns(((0, 1, 2),), (1, 0, 2), ext, model) == model.roofline_ns(
     ...     0, 2 * 64 * 64 * 117, 2 * 64 * 64 * 117)                 # runs of 117
     True
     """
@@ -414,9 +415,9 @@ def einsum_step_ns(operands: Sequence[Labels], result: Labels, extents: dict[int
     call's own result when ``final``: `result_buffer_ns`), and its reads of operands past the
     caches.
 
-    >>> ext = {0: 64, 1: 64, 2: 32}
-    >>> einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, NUMPY_MODEL) < einsum_step_ns(
-    ...     ((2, 1), (0, 1, 2)), (2, 0), ext, NUMPY_MODEL)   # 'ki,oki->ko' beats 'ki,oik->ko'
+    >>> model, ext = NumpyCostModel(Profile()), {0: 64, 1: 64, 2: 32}   # (the reference prices)
+    >>> einsum_step_ns(((2, 1), (0, 2, 1)), (2, 0), ext, model) < einsum_step_ns(
+    ...     ((2, 1), (0, 1, 2)), (2, 0), ext, model)   # 'ki,oki->ko' beats 'ki,oik->ko'
     True
     """
     walk = einsum_walk(operands, result, extents)
