@@ -154,6 +154,15 @@ def test_a_stored_plan_serves_the_first_call_the_quick_tier_would_have(plans_at,
     assert not looked
 
 
+def test_a_first_call_looks_in_the_store_once(plans_at, monkeypatch):
+    looked = []
+    get = PlanStore.get
+    monkeypatch.setattr(PlanStore, "get", lambda self, key: looked.append(key) or get(self, key))
+    first = tiers.first_schedule(make_plan(STRING, SHAPES, ()), memory_limit="default")
+    assert first.tier == "full"            # (looked before the quick tier, then searched at once)
+    assert looked == [_key()]
+
+
 @pytest.mark.parametrize("field", ["version", "profile", "format"])
 def test_a_store_of_another_setup_is_ignored_with_one_warning(plans_at, field):
     header = {"format": "0", "version": "0.0.0", "profile": "elsewhere"}

@@ -257,7 +257,7 @@ class PlanStore:
     def _write(self, target: Path, text: str) -> None:
         """``text`` into ``target`` whole: written beside it, then moved into place (a reader
         sees the old file or the new one, never a part)."""
-        temporary = self.path / f".{target.stem}.{os.getpid()}.{threading.get_ident()}.{next(self._names)}.tmp"
+        temporary = self._temporary(target)
         try:
             with open(temporary, "w") as file:
                 file.write(text)
@@ -265,6 +265,11 @@ class PlanStore:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(temporary)
+
+    def _temporary(self, target: Path) -> Path:
+        """A name beside ``target`` no other writer (process, thread, write) uses, hidden
+        from the entries (a leading dot)."""
+        return self.path / f".{target.stem}.{os.getpid()}.{threading.get_ident()}.{next(self._names)}.tmp"
 
     def _files(self) -> list[tuple[float, int, str]]:
         """(last used, bytes counted, name) of each entry file."""
@@ -322,7 +327,7 @@ class PlanStore:
     def _create(self, header: Path) -> None:
         """Write this store's header, unless another process wrote one first (it is then read
         and compared like any other)."""
-        temporary = self.path / f".header.{os.getpid()}.{threading.get_ident()}.tmp"
+        temporary = self._temporary(header)
         try:
             temporary.write_text(json.dumps(self.header, sort_keys=True))
             try:

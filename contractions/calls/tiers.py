@@ -52,7 +52,7 @@ from ..schedule.lowering import lower_candidates
 from ..schedule.memory import _resolve_limit
 from ..schedule.paths import normalise_optimize
 from .remembered import keep_template, mark_first, structure_key, templates_of
-from .store import active_store
+from .store import PlanStore, active_store
 
 #: The full search runs once its predicted cost is at most this share of the predicted time
 #: the shape's calls have run, the call it plans included: planning costs at most a tenth
@@ -149,19 +149,22 @@ def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_ei
 
 def full_search(plan: Plan, optimize: Any = "auto", use_einsum: bool = True, memory_limit: Any = None,
                 layouts: tuple[int, ...] | None = None, cost_model: CostModel = NUMPY_MODEL,
-                keep: bool = True) -> tuple[Schedule, bool]:
+                keep: bool = True, look_up: bool = True) -> tuple[Schedule, bool]:
     """The full search's schedule of ``plan`` and whether the plan store gave it: its stored
     decisions for this structure at these extents lowered again (`schedule.decisions`), else
     the search (`make_schedule`), whose decisions the store then keeps (unless ``keep`` is
-    False: a report).  Only the default ``optimize='auto'`` is stored."""
-    found = stored_schedule(plan, optimize, use_einsum, memory_limit, layouts, cost_model)
-    if found is not None:
-        return found, True
+    False: a report).  Only the default ``optimize='auto'`` is stored; ``look_up=False``: the
+    caller has just looked and found none."""
+    store = active_store() if normalise_optimize(optimize) == "auto" else None
+    key = store_key(plan, use_einsum, memory_limit, layouts, cost_model) if store is not None else ""
+    if store is not None and look_up:
+        found = _lowered(store, key, plan, use_einsum, memory_limit, layouts, cost_model)
+        if found is not None:
+            return found, True
     schedule = make_schedule(plan, optimize, use_einsum=use_einsum, memory_limit=memory_limit,
                              layouts=layouts, cost_model=cost_model)
-    store = active_store() if normalise_optimize(optimize) == "auto" else None
     if store is not None and keep:
-        store.put(store_key(plan, use_einsum, memory_limit, layouts, cost_model), decisions_of(schedule))
+        store.put(key, decisions_of(schedule))
     return schedule, False
 
 
@@ -174,7 +177,14 @@ def stored_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     store = active_store() if normalise_optimize(optimize) == "auto" else None
     if store is None:
         return None
-    key = store_key(plan, use_einsum, memory_limit, layouts, cost_model)
+    return _lowered(store, store_key(plan, use_einsum, memory_limit, layouts, cost_model), plan,
+                    use_einsum, memory_limit, layouts, cost_model)
+
+
+def _lowered(store: PlanStore, key: str, plan: Plan, use_einsum: bool, memory_limit: Any,
+             layouts: tuple[int, ...] | None, cost_model: CostModel) -> Schedule | None:
+    """``store``'s decisions under ``key`` lowered for ``plan`` (`from_decisions`); an entry
+    that does not fit the call is dropped."""
     decisions = store.get(key)
     if decisions is None:
         return None
@@ -210,9 +220,11 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         layouts = None
     search = search_ns(len(plan.shapes), cost_model)
 
+    looked = False   # (whether this call has looked in the plan store already)
+
     def full() -> FirstPlan:
         schedule, stored = full_search(plan, optimize, use_einsum, memory_limit, layouts, cost_model,
-                                       keep=remember)
+                                       keep=remember, look_up=not looked)
         if remember:
             remember_full(plan, schedule, optimize, use_einsum, layouts, cost_model)
         return FirstPlan(schedule, "stored" if stored else "full", search, 0)
@@ -238,7 +250,11 @@ def first_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
         # tier), on operands large enough: a plan stored by an earlier process serves instead
         # (lowering it costs about what the quick tier's lowering does, and it runs the full
         # search's schedule from the first call)
-        stored = stored_schedule(plan, optimize, use_einsum, memory_limit, layouts, cost_model) if look else None
+        nonlocal looked
+        if not look:
+            return None
+        looked = True
+        stored = stored_schedule(plan, optimize, use_einsum, memory_limit, layouts, cost_model)
         if stored is not None and remember:
             remember_full(plan, stored, optimize, use_einsum, layouts, cost_model)
         return None if stored is None else FirstPlan(stored, "stored", search, 0)
