@@ -93,8 +93,10 @@ def explanation(subscripts: str, *shapes_or_operands: Any, optimize: Any = "auto
 
     >>> e = explanation('WCa,Caib,WCi->WCb', (40, 2, 30), (2, 30, 50, 60), (40, 2, 50),
     ...                 optimize='greedy')
-    >>> e.path, [step.kernel for step in e.steps], e.group_lengths
-    (((1, 2), (0, 1)), ['matmul', 'matmul'], {'W': 1, 'C': 1})
+    >>> e.path, [step.flops for step in e.steps], e.group_lengths   # (kernels: priced, per machine)
+    (((1, 2), (0, 1)), [14400000, 288000], {'W': 1, 'C': 1})
+    >>> {step.kernel for step in e.steps} <= {'matmul', 'einsum', 'multiply'}
+    True
     >>> str(e) == explain('WCa,Caib,WCi->WCb', (40, 2, 30), (2, 30, 50, 60), (40, 2, 50),
     ...                   optimize='greedy')
     True

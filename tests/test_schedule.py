@@ -223,26 +223,40 @@ class Recorder:
                 return out
             return run
 
+        def logged_into(fn):
+            # a block's last product written straight into its slice returns nothing: its
+            # result is the product's shape
+            def run(x, y, dest, shape):
+                fn(x, y, dest, shape)
+                self.log.append(("matmul", math.prod(shape)))
+            return run
+
         assert NUMPY_OPS.matmul_c is not None and NUMPY_OPS.scratch_matmul is not None
+        assert NUMPY_OPS.matmul_into is not None
         self.ops = replace(NUMPY_OPS, matmul=logged("matmul", NUMPY_OPS.matmul),
                            matmul_c=logged("matmul", NUMPY_OPS.matmul_c),
                            multiply=logged("multiply", NUMPY_OPS.multiply),
                            einsum=logged("einsum", NUMPY_OPS.einsum),
-                           scratch_matmul=logged("matmul", NUMPY_OPS.scratch_matmul))
+                           scratch_matmul=logged("matmul", NUMPY_OPS.scratch_matmul),
+                           matmul_into=logged_into(NUMPY_OPS.matmul_into))
 
 
 def _expected_kernels(schedule) -> list[tuple[str, int]]:
     """(kernel, result size) of every step in execution order: unblocked, the steps; blocked,
     the hoisted steps once, then the steps inside the loop per block, in loop order."""
+    def made(s):
+        # a product whose promoted labels are summed after it makes its wide result first
+        return s.kernel, math.prod(s.wide_shape) if s.wide_shape else s.result_size
+
     if schedule.blocking is None:
-        return [(s.kernel, s.result_size) for s in schedule.steps]
+        return [made(s) for s in schedule.steps]
     blocking, inner = schedule.blocking, dict(schedule.blocking.inner)
     lengths = [[min(c, n - start) for start in range(0, n, c)]
                for c, n in zip(blocking.chunks, (schedule.extents[lab] for lab in blocking.labels))]
     assert math.prod(len(options) for options in lengths) == blocking.n_blocks
     hoisted = set(blocking.hoisted)
-    once = [(s.kernel, s.result_size) for k, s in enumerate(schedule.steps) if k in hoisted]
-    return once + [(s.kernel, s.result_size) for key in itertools.product(*lengths)
+    once = [made(s) for k, s in enumerate(schedule.steps) if k in hoisted]
+    return once + [made(s) for key in itertools.product(*lengths)
                    for k, s in enumerate(inner[key].steps) if k not in hoisted]
 
 
