@@ -260,6 +260,25 @@ def _expected_kernels(schedule) -> list[tuple[str, int]]:
                    for k, s in enumerate(inner[key].steps) if k not in hoisted]
 
 
+def test_the_recorder_sees_products_written_into_slices_and_wide_products():
+    # (stated prices: the reference profile writes the chain's blocks in place and promotes W
+    # in the second; what `explain` says must be what runs, these two kinds of call included)
+    model = NumpyCostModel(Profile())
+    chain = make_plan("ij,jk,kl->il", ((64, 30), (30, 50), (50, 64)), ())
+    blocked = make_schedule(chain, memory_limit=800, cost_model=model)
+    assert blocked.blocking is not None and blocked.blocking.in_place
+    wide_plan = make_plan("WCiab,WCjab->Cij", ((6, 6, 8, 8, 6, 6, 6),) * 2, (("W", 2),))
+    promoted = make_schedule(wide_plan, memory_limit=None, cost_model=model)
+    assert any(step.wide_shape for step in promoted.steps)
+    for schedule, plan, expanded in ((blocked, chain, "ij,jk,kl->il"),
+                                     (promoted, wide_plan, "wvcdiab,wvcdjab->cdij")):
+        operands = [seeded("recorded", k).standard_normal(s) for k, s in enumerate(plan.shapes)]
+        recorder = Recorder()
+        result = compile_schedule(schedule, recorder.ops)(*operands)
+        assert recorder.log == _expected_kernels(schedule)
+        close(result, np.einsum(expanded, *operands))
+
+
 def _printed_steps(report: str) -> list[str]:
     lines = report.splitlines()
     start = lines.index("schedule") + 1
