@@ -147,6 +147,12 @@ def remember_full(plan: Plan, schedule: Schedule, optimize: Any = "auto", use_ei
         keep_template(structure_key(plan, layouts, use_einsum, cost_model), schedule, "full")
 
 
+def _store_for(optimize: Any) -> PlanStore | None:
+    """The plan store a call's full search may read and keep: only the default
+    ``optimize='auto'`` is stored (None: another ``optimize``, or no store)."""
+    return active_store() if normalise_optimize(optimize) == "auto" else None
+
+
 def full_search(plan: Plan, optimize: Any = "auto", use_einsum: bool = True, memory_limit: Any = None,
                 layouts: tuple[int, ...] | None = None, cost_model: CostModel = NUMPY_MODEL,
                 keep: bool = True, look_up: bool = True) -> tuple[Schedule, bool]:
@@ -155,7 +161,7 @@ def full_search(plan: Plan, optimize: Any = "auto", use_einsum: bool = True, mem
     the search (`make_schedule`), whose decisions the store then keeps (unless ``keep`` is
     False: a report).  Only the default ``optimize='auto'`` is stored; ``look_up=False``: the
     caller has just looked and found none."""
-    store = active_store() if normalise_optimize(optimize) == "auto" else None
+    store = _store_for(optimize)
     key = store_key(plan, use_einsum, memory_limit, layouts, cost_model) if store is not None else ""
     if store is not None and look_up:
         found = _lowered(store, key, plan, use_einsum, memory_limit, layouts, cost_model)
@@ -174,7 +180,7 @@ def stored_schedule(plan: Plan, optimize: Any = "auto", use_einsum: bool = True,
     """The plan store's decisions for ``plan``'s structure at these extents, lowered again
     and checked against the call, or None (none stored, the store off, ``optimize`` not the
     default; an entry that does not fit is dropped)."""
-    store = active_store() if normalise_optimize(optimize) == "auto" else None
+    store = _store_for(optimize)
     if store is None:
         return None
     return _lowered(store, store_key(plan, use_einsum, memory_limit, layouts, cost_model), plan,
