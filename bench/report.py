@@ -358,13 +358,16 @@ def _memory_table(rows: list[Row]) -> list[str]:
 
 def _environment_line(env: dict, elapsed: float) -> str:
     return (
-        f"on {env['date']} ({elapsed / 60:.1f} min wall). Machine: {env['cpus']} cores ({env['machine']}), "
+        f"on {env['date']} ({elapsed / 60:.1f} min wall). Machine: {env['cpus']} cores ({env['machine']}"
+        + (f", {env['cpu']}" if env.get("cpu") else "") + "), "
         f"shared with other work; Python {env['python']}, numpy {env['numpy']} with {env['blas']}, "
         f"opt_einsum {env['opt_einsum']}, cotengra {env.get('cotengra', '?')}, einx {env['einx']}. "
         f"BLAS threading: {env['thread_env']} "
         "(OpenBLAS then uses both cores for large products). "
         f"The model's prices: {env.get('profile', 'built-in defaults')} (`bench/run.py --profile FILE`). "
-        "Raw numbers: `bench/results/latest.json`."
+        + (f"A large call's route: {env['routes']} (each such call settles before it is timed). "
+           if env.get("routes") else "")
+        + "Raw numbers: `bench/results/latest.json`."
     )
 
 

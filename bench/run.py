@@ -63,6 +63,7 @@ from vocabulary import Case, make_case, vocabulary  # noqa: E402
 
 import contractions  # noqa: E402
 import contractions.model  # noqa: E402
+from contractions.backends import measured, numpy_backend  # noqa: E402
 
 SIZES = ("tiny", "mid", "large")
 # per size: (seconds per timed batch, batches per pass, passes)
@@ -166,6 +167,11 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
             case.subscripts, *case.shapes, memory_limit=None,
             **{f"len_{g}": n for g, n in case.supplements}).compiled("numpy")
         funcs["unbounded"] = lambda: unbounded(*arrays)
+    if len(numpy_backend.routes(expression.schedule)) > 1:
+        # a large call measures its route on its first calls (docs/backends.md): timed settled
+        for name in ("contract", "program"):
+            for _ in range(2 * measured.ROUNDS):
+                funcs[name]()
     measure_memory = measure_memory and case.size in MEMORY_SIZES
     fast = {}
     slow = {}
@@ -258,6 +264,8 @@ def environment() -> dict:
         "blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip(),
         "thread_env": threads or "defaults (no OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set)",
         "profile": contractions.model.NUMPY_MODEL.profile.describe(),
+        "cpu": numpy_backend.cpu_name(),
+        "routes": "measured" if measured.measuring() else "model's pick (CONTRACTIONS_MEASURE=off)",
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
 

@@ -1,18 +1,24 @@
-"""The route of a CUDA call, chosen by measurement on the shape's first calls (CuPy, torch CUDA).
+"""A call's route chosen by measurement on the shape's first calls: CUDA (CuPy, torch) and
+large numpy calls.
 
-A GPU schedule can run its own steps or one framework einsum along its path; the GPU time
-model only estimates which is faster, so, as FFTW plans by measuring, a CUDA runner times the
-candidates on its own first calls and keeps the fastest (dev/decisions.md 49).  Each of the
-first ``ROUNDS`` rounds runs every candidate once, timed over `PIPELINED` real calls between
-two syncs; the first round is a warm-up; a candidate slower than ``DROP_FACTOR`` times the
-best is dropped, one that raises too.  The choice is remembered per problem (`remembered`).
-While a CUDA graph is captured nothing is timed (the model's pick runs).  Routes agree within
-float rounding, not bit for bit.  The clock is injectable: `timer`, replaced in tests.
+A schedule can run its own steps or one framework einsum along its path; the time model only
+estimates which is faster (on a GPU it is not fitted at all; on the CPU the gap between the
+two moves with the CPU, its caches and its BLAS), so, as FFTW plans by measuring, a runner
+times the candidates on its own first calls and keeps the fastest (dev/decisions.md 49, 61).
+Each of the first ``ROUNDS`` rounds runs every candidate once, timed over `PIPELINED` real
+calls between two syncs (on the host: one call, `host_timer`); the first round is a warm-up;
+a candidate slower than ``DROP_FACTOR`` times the best is dropped, one that raises too.  The
+choice is remembered per problem (`remembered`) and, through the plan store, per device
+(`persistence`).  While a CUDA graph is captured, while another thread is measuring the same
+problem, and under ``CONTRACTIONS_MEASURE=off`` nothing is timed (the model's pick runs).
+Routes agree within float rounding, not bit for bit.  The clocks are injectable: `timer` and
+`host_timer`, replaced in tests.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,8 +27,8 @@ from typing import Any
 
 from ..schedule import Finish, Schedule
 
-__all__ = ["DROP_FACTOR", "PIPELINED", "ROUNDS", "MeasuredRoute", "device_timer", "measured_seconds", "one_einsum_schedule",
-           "remembered", "timer"]
+__all__ = ["DROP_FACTOR", "ENVIRONMENT_VARIABLE", "PIPELINED", "ROUNDS", "MeasuredRoute", "device_timer",
+           "host_timer", "measured_seconds", "measuring", "one_einsum_schedule", "remembered", "timer"]
 
 #: rounds of measuring calls (every candidate once per round); the first is not counted
 ROUNDS = 4
@@ -60,8 +66,33 @@ def device_timer(name: str, run: Callable[..., Any], operands: Sequence[Any],
     return result, (perf() - start) / PIPELINED
 
 
-#: how a candidate is timed: ``timer(name, run, operands, sync) -> (result, seconds)``
-timer: Callable[[str, Callable[..., Any], Sequence[Any], Callable[[], None]], tuple[Any, float]] = device_timer
+def _host_timer(name: str, run: Callable[..., Any], operands: Sequence[Any],
+                sync: Callable[[], None]) -> tuple[Any, float]:
+    """Run one candidate once on the host (its result is the call's): (result, seconds).
+    Host arithmetic is synchronous, so one call is timed as it runs; the large calls measured
+    there take a millisecond or more, far above the clock's resolution."""
+    perf = time.perf_counter
+    start = perf()
+    result = run(*operands)
+    return result, perf() - start
+
+
+Timer = Callable[[str, Callable[..., Any], Sequence[Any], Callable[[], None]], tuple[Any, float]]
+
+#: how a device candidate is timed: ``timer(name, run, operands, sync) -> (result, seconds)``
+timer: Timer = device_timer
+#: how a host candidate is timed (numpy), with the same signature
+host_timer: Timer = _host_timer
+
+#: ``off`` (or 0, false, no) switches measuring off: every runner takes its model's pick at
+#: once, neither timed nor recalled from the store (reproducible to the bit from call to call)
+ENVIRONMENT_VARIABLE = "CONTRACTIONS_MEASURE"
+
+
+def measuring() -> bool:
+    """Is measuring on (``CONTRACTIONS_MEASURE`` unset, or not ``off``)?  Read when a runner is
+    made, so a test or a script may switch it for the runners it makes next."""
+    return os.environ.get(ENVIRONMENT_VARIABLE, "").strip().lower() not in ("off", "0", "false", "no")
 
 #: Where chosen routes outlive the process: ``(recall, keep)``, ``recall(key) -> name or None``
 #: and ``keep(key, name)``, keyed by the problem and the device's name (`MeasuredRoute`'s
@@ -104,16 +135,18 @@ class MeasuredRoute:
     ``sync``: waits for the device; ``measures(operands)``: whether this call's operands are
     measured at all (False: ``settle(default)`` at once, nothing timed: torch on the CPU);
     ``capturing()``: a CUDA graph is being captured (run ``default`` untimed); ``default``: the
-    candidate that runs then (the GPU model's pick); ``key``: the problem, for `remembered`;
+    candidate that runs then (the model's pick); ``key``: the problem, for `remembered`;
     ``where(operands)``: the name of the device the operands are on, under which a route chosen
-    in an earlier process is recalled and a route chosen here kept (`persistence`).
+    in an earlier process is recalled and a route chosen here kept (`persistence`); ``host``:
+    the candidates run on the host, timed by `host_timer` (else by `timer`).  One thread
+    measures at a time: a call that meets another thread's measuring runs ``default`` untimed.
     """
 
     def __init__(self, candidates: Sequence[Route], default: str, settle: Callable[[Callable[..., Any]], None],
                  sync: Callable[[], None], key: Any,
                  measures: Callable[[Sequence[Any]], bool] | None = None,
                  capturing: Callable[[], bool] | None = None,
-                 where: Callable[[Sequence[Any]], str] | None = None) -> None:
+                 where: Callable[[Sequence[Any]], str] | None = None, host: bool = False) -> None:
         self.routes = dict(candidates)
         self.default = default if default in self.routes else next(iter(self.routes))
         self.settle_fn = settle
@@ -122,12 +155,17 @@ class MeasuredRoute:
         self.measures = measures
         self.capturing = capturing
         self.where = where
+        self.host = host
         self.device: str | None = None   # the measured operands' device name (`where`)
         self.best: dict[str, float] = {}
         self.measured: dict[str, float] = {}   # every route's best counted time, dropped ones too
         self.round = 0
         self.pending: list[str] = list(self.routes)
         self.chosen: str | None = None
+        self.busy = threading.Lock()   # held by the thread that measures
+        if not measuring():
+            self.chosen = self.default   # (switched off: the model's pick, nothing remembered)
+            return
         with _LOCK:
             found = _CHOSEN.get(key)
         if found is not None and found[0] in self.routes:
@@ -167,8 +205,18 @@ class MeasuredRoute:
     def __call__(self, *operands: Any) -> Any:
         if self.chosen is not None:   # settled by another thread meanwhile
             return self.routes[self.chosen](*operands)
+        if not self.busy.acquire(blocking=False):
+            return self.routes[self.default](*operands)   # another thread measures
+        try:
+            return self._measure(operands)
+        finally:
+            self.busy.release()
+
+    def _measure(self, operands: Sequence[Any]) -> Any:
+        if self.chosen is not None:
+            return self.routes[self.chosen](*operands)
         if self.measures is not None and not self.measures(operands):
-            self.chosen = self.default   # not on a CUDA device: the schedule's route, never timed
+            self.chosen = self.default   # not measured here: the schedule's route, never timed
             run = self.routes[self.default]
             self.settle_fn(run)
             return run(*operands)
@@ -183,7 +231,8 @@ class MeasuredRoute:
                 return self.routes[self.chosen](*operands)
             name = self.pending.pop(0)
             try:
-                result, seconds = timer(name, self.routes[name], operands, self.sync)
+                result, seconds = (host_timer if self.host else timer)(
+                    name, self.routes[name], operands, self.sync)
             except Exception:
                 if len(self.routes) == 1:
                     raise   # the last candidate's error is the call's

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import os
+import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ContractionError, quoted
-from ..schedule import Schedule, describe_schedule, schedule_labels
+from ..schedule import Schedule, describe_schedule, framework_path_peak, schedule_labels
 from .compile import ArrayOps, compile_schedule
 from .compile import compile_any_extents as compile_any_extents_with
+from .measured import MeasuredRoute, measured_seconds, measuring, remembered
 from .scratch import take_scratch
 
 try:  # numpy >= 2
@@ -32,7 +36,8 @@ try:  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
     from numpy.core.multiarray import c_einsum as _c_einsum  # type: ignore[no-redef]
 
-__all__ = ["NUMPY_OPS", "NumpyProgram", "build_program", "build_program_with", "compile", "describe"]
+__all__ = ["MEASURE_MIN_NS", "NUMPY_OPS", "NumpyProgram", "build_program", "build_program_with", "compile",
+           "cpu_name", "describe", "measured_route", "route_seconds", "routes"]
 
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
 RUNS_SCHEDULE_STEPS = True
@@ -213,8 +218,12 @@ def build_program_with(strategy: str, inputs: tuple[Labels, ...], output: Labels
 MAX_NDIM = getattr(np, "MAXDIMS", None) or (64 if int(np.__version__.split(".")[0]) >= 2 else 32)
 
 
-def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.ndarray]:
-    """The numpy callable for ``schedule``; ``options.preferred_element_type`` casts first."""
+def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = None) -> Callable[..., np.ndarray]:
+    """The numpy callable for ``schedule``; ``options.preferred_element_type`` casts first.  A
+    large schedule measures its `routes` on its first calls, unless ``route`` forces one."""
+    if route is not None and (route not in routes(schedule) or (route != "steps" and options.preferred_element_type)):
+        raise ValueError(f"route {route!r} is not one of this schedule's routes {routes(schedule)}"
+                         + (" (with dtype=, the steps alone)" if options.preferred_element_type else ""))
     if len(schedule.output_shape) > MAX_NDIM:
         raise ContractionError(
             f"{quoted(plan.expansion.subscripts)} would give a result of {len(schedule.output_shape)} "
@@ -224,8 +233,128 @@ def compile(plan: Any, schedule: Schedule, options: Any) -> Callable[..., np.nda
     target = options.preferred_element_type
     # With a target dtype the schedule converts the operands (per block when blocked; its peak
     # counts the copies).
-    run = compile_schedule(schedule, ops, None if target is None else np.dtype(target))
-    return _numpy_conventions(run, schedule, half_in_single=target is None)
+    run = _numpy_conventions(compile_schedule(schedule, ops, None if target is None else np.dtype(target)),
+                             schedule, half_in_single=target is None)
+    if route == "einsum":
+        return _einsum_route(schedule, run)
+    if route is not None or target is not None or len(routes(schedule)) == 1 or not measuring():
+        return run
+    steps, einsum = run, _einsum_route(schedule, run)
+
+    def settle(chosen: Callable[..., Any]) -> None:
+        nonlocal run
+        run = chosen
+
+    chooser = MeasuredRoute([("steps", steps), ("einsum", einsum)], "steps", settle, sync=_no_sync,
+                            key=_key(schedule), measures=_measurable, where=_host_name, host=True)
+    run = chooser.entry()
+
+    def execute(*arrays: Any) -> Any:
+        return run(*arrays)
+
+    return execute
+
+
+# --------------------------------------------------------------- routes measured on the host
+#: Modelled time (ns) from which a schedule's steps are measured against np.einsum along its
+#: path on the first calls: below it the steps' Python is cheaper than einsum's own planning
+#: of each call (tens of us), and a wrong pick costs less than the measuring.
+MEASURE_MIN_NS = 1e6
+
+#: The dtypes measured (np.einsum's pairwise run accumulates as the steps do: BLAS types).
+_MEASURED_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+
+
+def routes(schedule: Schedule) -> tuple[str, ...]:
+    """The routes a numpy call of ``schedule`` chooses between by measurement on its first
+    calls: ``('steps',)`` alone, or with ``'einsum'`` (np.einsum along the schedule's path,
+    numpy's own pairwise run) for an unblocked pairwise schedule of C operands (no size-1
+    broadcasting, not a 0-d result) modelled at `MEASURE_MIN_NS` or more whose einsum run
+    stays within the schedule's memory limit (`framework_path_peak`).  Which of the two is
+    faster moves with the CPU and its BLAS (dev/decisions.md 61), so it is timed, not priced.
+
+    >>> from contractions.plan import make_plan
+    >>> from contractions.schedule import make_schedule
+    >>> routes(make_schedule(make_plan('ab,bc->ac', ((400, 500), (500, 600)), ())))
+    ('steps', 'einsum')
+    >>> routes(make_schedule(make_plan('ab,bc->ac', ((4, 5), (5, 6)), ())))
+    ('steps',)
+    """
+    if (schedule.strategy != "pairwise" or schedule.blocking is not None or schedule.einsum is None
+            or schedule.layouts is not None or schedule.cost_ns < MEASURE_MIN_NS
+            or not schedule.output_shape or len(schedule.inputs) < 2
+            or any(len(pair) != 2 for pair in schedule.path)):
+        return ("steps",)
+    extent = schedule.extents.__getitem__
+    if any(n != extent(label) for term, shape in zip(schedule.inputs, schedule.shapes)
+           for label, n in zip(term, shape)):
+        return ("steps",)   # (a size-1 axis broadcast against a longer one)
+    limit = schedule.memory_limit
+    if limit is not None and framework_path_peak(schedule) > limit:
+        return ("steps",)
+    return ("steps", "einsum")
+
+
+def _einsum_route(schedule: Schedule, steps: Callable[..., Any]) -> Callable[..., Any]:
+    """np.einsum along the schedule's path; operands of a dtype not measured run ``steps``
+    (a runner keyed by shapes meets other dtypes later: float16 and integer sums keep the
+    steps' conventions)."""
+    subscripts, path, einsum = schedule.einsum, ["einsum_path", *schedule.path], np.einsum
+    assert subscripts is not None   # (`routes` offers this route only with one)
+    measured = _MEASURED_DTYPES
+
+    def along_path(*arrays: Any) -> Any:
+        if arrays[0].dtype not in measured:
+            return steps(*arrays)
+        return einsum(subscripts, *arrays, optimize=path)
+
+    return along_path
+
+
+def _measurable(arrays: Sequence[Any]) -> bool:
+    dtype = arrays[0].dtype
+    return dtype in _MEASURED_DTYPES and all(a.dtype == dtype and a.flags.c_contiguous for a in arrays)
+
+
+def _no_sync() -> None:
+    """Host arithmetic is done when its call returns."""
+
+
+def _key(schedule: Schedule) -> tuple[Any, ...]:
+    # (the steps' own text names them: two schedules of one path may differ in their layouts)
+    steps = hashlib.blake2b(repr((schedule.preparations, schedule.steps, schedule.finish)).encode(),
+                            digest_size=8).hexdigest()
+    return ("numpy", np.__version__, schedule.einsum, schedule.shapes, schedule.path, steps)
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """This host's CPU model and count (``/proc/cpuinfo``'s model name where there is one), the
+    device name a measured route is kept under in the plan store."""
+    name = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    name = line.partition(":")[2].strip()
+                    break
+    except OSError:
+        pass
+    return f"{name or platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+def _host_name(arrays: Sequence[Any]) -> str:
+    return cpu_name()
+
+
+def measured_route(schedule: Schedule) -> str | None:
+    """The route measured for ``schedule`` in this process (None: not measured yet)."""
+    return remembered(_key(schedule))
+
+
+def route_seconds(schedule: Schedule) -> dict[str, float]:
+    """Each route's best measured time (seconds) for ``schedule`` in this process."""
+    return measured_seconds(_key(schedule))
 
 
 def compile_any_extents(schedule: Schedule, specs: Any, options: Any
@@ -302,6 +431,14 @@ def _numpy_conventions(run: Callable[..., Any], schedule: Schedule,
 
 
 def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
-    """What runs, for ``explain``."""
-    name = plan.expansion.readable_symbol
-    return describe_schedule(schedule, name)
+    """What runs, for ``explain``: the schedule's steps, and where the route is measured on the
+    first calls (`routes`), that line."""
+    lines = describe_schedule(schedule, plan.expansion.readable_symbol)
+    if options.preferred_element_type is None and len(routes(schedule)) > 1 and measuring():
+        known = measured_route(schedule)
+        what = {"steps": "these steps", "einsum": "np.einsum along the path"}
+        lines.append("route: chosen by measurement on this shape's first calls (float and complex operands), "
+                     "the faster of these steps and np.einsum along the path (which may hold "
+                     f"{framework_path_peak(schedule):,} elements beyond operands and result)"
+                     + (f"; measured: {what[known]}" if known else ""))
+    return lines

@@ -29,7 +29,7 @@ from .describe import ExplainedGroup, ExplainedStep, Explanation, FirstCall, exp
 from .describe import describe_schedule as describe_schedule
 from .ir import CONVERTED, EINSUM_LETTERS, FORTRAN, STRIDED, Finish, Preparation, Schedule, Step, View
 from .ir import Blocking as Blocking
-from .lowering import DIRECT_MAX_OPERANDS, path_einsums
+from .lowering import DIRECT_MAX_OPERANDS, framework_path_peak, path_einsums
 from .memory import DEFAULT_LIMIT_FLOOR as DEFAULT_LIMIT_FLOOR
 from .memory import scratch_sites as scratch_sites
 from .memory import step_tokens as step_tokens
@@ -50,6 +50,7 @@ __all__ = [
     "Explanation",
     "FirstCall",
     "explained_steps",
+    "framework_path_peak",
     "Finish",
     "Preparation",
     "Schedule",

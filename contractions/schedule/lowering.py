@@ -444,6 +444,32 @@ def path_einsums(schedule: Schedule) -> tuple[tuple[int, int, str], ...]:
                                                           schedule.path))
 
 
+def framework_path_peak(schedule: Schedule) -> int:
+    """The most elements a framework einsum run along ``schedule.path`` (one call per pair,
+    the peer a backend may measure against its steps) can hold beyond the operands and the
+    result: the intermediates alive at once, plus, at each pair, a copy of both its terms
+    (numpy 2.4's pairwise einsum gathers each term into matmul order; its product is the
+    pair's result, returned as a permuted view).
+
+    >>> s = _along_path(((0, 1), (1, 2), (2, 3)), (0, 3), ((10, 2), (2, 10), (10, 2)), (10, 2),
+    ...                 {0: 10, 1: 2, 2: 10, 3: 2}, 'ab,bc,cd->ad', 400)
+    >>> framework_path_peak(s)     # bc,cd->bd: 4 kept + copies 20 + 20 (then 4 held + 20 + 4)
+    44
+    """
+    size = schedule.extents.__getitem__
+    peak = held = 0
+    sizes = [0] * len(schedule.inputs)
+    last = len(schedule.path) - 1
+    for k, (i, j, x, y, result, _) in enumerate(_pair_terms(schedule.inputs, schedule.output,
+                                                             schedule.path)):
+        copies = math.prod(map(size, dict.fromkeys(x))) + math.prod(map(size, dict.fromkeys(y)))
+        kept = math.prod(map(size, result)) if k != last else 0
+        peak = max(peak, held + kept + copies)
+        held += kept - sizes[i] - sizes[j]
+        sizes = [n for m, n in enumerate(sizes) if m != i and m != j] + [kept]
+    return peak
+
+
 def _pair_terms(inputs: Sequence[Labels], output: Labels, path: Sequence[tuple[int, ...]]
                 ) -> Iterator[tuple[int, int, Labels, Labels, Labels, bool]]:
     """Per pair of ``path`` over a working list (each result appended): the positions taken,

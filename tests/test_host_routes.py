@@ -1,0 +1,237 @@
+"""Large numpy calls measure their steps against np.einsum along the schedule's path on their
+first calls (contractions/backends/numpy_backend.py ``routes``, backends/measured.py), with an
+injected host clock (no real timing): which schedules measure, that every call's result (the
+measuring ones too) is np.einsum's on the expanded string, that the faster route is kept and
+explained, that a choice outlives the process through the plan store, that
+``CONTRACTIONS_MEASURE=off`` times nothing, that a dtype not measured runs the steps, and that
+concurrent callers while measuring all get right answers."""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+import pytest
+
+from contractions import contract, contract_expression, explain
+from contractions.backends import measured, numpy_backend
+from contractions.calls import runners
+from contractions.calls import store as store_module
+from contractions.model import NumpyCostModel, Profile
+from contractions.plan import make_plan
+from contractions.schedule import framework_path_peak, make_schedule
+
+pytestmark = pytest.mark.usefixtures("nothing_planned")
+
+#: A matmul chain: pairwise on any profile (an explicit optimizer never runs one einsum loop).
+STRING, EXPANDED = "Ca,Cab,Cbc->Cc", "xa,xab,xbc->xc"
+SHAPES = ((3, 20), (3, 20, 30), (3, 30, 40))
+REFERENCE = NumpyCostModel(Profile())   # the built-in prices: the tests state theirs
+CLOSE = {"rtol": 1e-10, "atol": 1e-12}    # routes agree to rounding, not bit for bit
+
+
+def operands(seed: int = 0, dtype: str = "float64") -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+
+
+def schedule_of(string: str, shapes, memory_limit=None):
+    return make_schedule(make_plan(string, shapes, ()), optimize="greedy", memory_limit=memory_limit,
+                         cost_model=REFERENCE)
+
+
+class HostClock:
+    """A fake `measured.host_timer`: runs the candidate (its result is the call's) and reports
+    ``costs[name]`` seconds; records what it timed."""
+
+    def __init__(self, costs: dict[str, float]) -> None:
+        self.costs, self.timed = costs, []
+
+    def __call__(self, name, run, ops, sync):
+        result = run(*ops)
+        self.timed.append(name)
+        return result, self.costs[name]
+
+
+@pytest.fixture
+def measure_all(monkeypatch):
+    """Every pairwise schedule measures (whatever the profile prices it at), nothing remembered
+    from another test, no runner kept past this one."""
+    monkeypatch.delenv(measured.ENVIRONMENT_VARIABLE, raising=False)
+    monkeypatch.setattr(numpy_backend, "MEASURE_MIN_NS", 0.0)
+    monkeypatch.setattr(measured, "_CHOSEN", collections.OrderedDict())
+    yield
+    runners.HOT.clear()
+    runners._COMPILED.cache_clear()
+
+
+def clock(monkeypatch, costs) -> HostClock:
+    fake = HostClock(costs)
+    monkeypatch.setattr(measured, "host_timer", fake)
+    return fake
+
+
+def reference(ops):
+    return np.einsum(EXPANDED, *ops)
+
+
+# ------------------------------------------------------------------- which schedules measure
+def test_a_large_unblocked_pairwise_schedule_measures_and_a_small_one_does_not():
+    assert numpy_backend.routes(schedule_of("ab,bc->ac", ((400, 500), (500, 600)))) == ("steps", "einsum")
+    assert numpy_backend.routes(schedule_of("ab,bc->ac", ((4, 5), (5, 6)))) == ("steps",)
+
+
+def test_no_route_past_the_memory_limit_or_for_a_blocked_schedule_or_broadcasting():
+    shapes = ((400, 500), (500, 600))
+    schedule = schedule_of("ab,bc->ac", shapes)
+    peak = framework_path_peak(schedule)
+    assert peak == 400 * 500 + 500 * 600     # both terms may be gathered; the product is the result
+    assert numpy_backend.routes(schedule_of("ab,bc->ac", shapes, memory_limit=peak)) == ("steps", "einsum")
+    assert numpy_backend.routes(schedule_of("ab,bc->ac", shapes, memory_limit=peak - 1)) == ("steps",)
+    blocked = schedule_of("Aai,Abi,Aab->Aab", ((8, 200, 20), (8, 200, 20), (8, 200, 200)), memory_limit=40_000)
+    assert blocked.blocking is not None and numpy_backend.routes(blocked) == ("steps",)
+    broadcast = schedule_of("ab,bc->ac", ((400, 500), (1, 600)))   # b: 500 in one term, 1 in the other
+    assert broadcast.strategy == "pairwise" and numpy_backend.routes(broadcast) == ("steps",)
+
+
+def test_the_measured_threshold_is_modelled_time(monkeypatch):
+    schedule = schedule_of("ab,bc->ac", ((40, 50), (50, 60)))
+    monkeypatch.setattr(numpy_backend, "MEASURE_MIN_NS", schedule.cost_ns + 1)
+    assert numpy_backend.routes(schedule) == ("steps",)
+    monkeypatch.setattr(numpy_backend, "MEASURE_MIN_NS", schedule.cost_ns)
+    assert numpy_backend.routes(schedule) == ("steps", "einsum")
+
+
+# ------------------------------------------------------------------- measuring on first calls
+@pytest.mark.parametrize("fastest", ["steps", "einsum"])
+def test_the_faster_route_is_kept_and_every_call_is_right(measure_all, monkeypatch, fastest):
+    fake = clock(monkeypatch, {"steps": 3.0, "einsum": 3.0, fastest: 1.0})
+    ops = operands()
+    want = reference(ops)
+    for _ in range(measured.ROUNDS * 2 + 3):
+        np.testing.assert_allclose(contract(STRING, *ops, optimize="greedy"), want, **CLOSE)
+    assert fake.timed == ["steps", "einsum"] * measured.ROUNDS   # measured, then never again
+    schedule = make_schedule(make_plan(STRING, SHAPES, ()), optimize="greedy", memory_limit="default")
+    assert numpy_backend.measured_route(schedule) == fastest
+    assert set(numpy_backend.route_seconds(schedule)) == {"steps", "einsum"}
+    text = explain(STRING, *ops, optimize="greedy")
+    what = {"steps": "these steps", "einsum": "np.einsum along the path"}[fastest]
+    assert "route: chosen by measurement on this shape's first calls" in text
+    assert f"measured: {what}" in text
+
+
+def test_the_chosen_einsum_route_is_np_einsum_along_the_path(measure_all, monkeypatch):
+    clock(monkeypatch, {"steps": 2.0, "einsum": 1.0})
+    seen = []
+    real = np.einsum
+
+    def spy(*args, **kwargs):
+        seen.append((args[0], kwargs.get("optimize")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(np, "einsum", spy)
+    ops = operands()
+    expression = contract_expression(STRING, *SHAPES, optimize="greedy")
+    for _ in range(measured.ROUNDS * 2):
+        expression(*ops)
+    seen.clear()
+    got = expression(*ops)
+    schedule = make_schedule(make_plan(STRING, SHAPES, ()), optimize="greedy")
+    assert seen == [(schedule.einsum, ["einsum_path", *schedule.path])]   # one call, nothing else
+    np.testing.assert_allclose(got, reference(ops), **CLOSE)
+
+
+def test_a_route_that_raises_is_dropped_and_the_call_still_answers(measure_all, monkeypatch):
+    clock(monkeypatch, {"steps": 2.0, "einsum": 1.0})
+    real = np.einsum
+
+    def failing(*args, **kwargs):
+        if kwargs.get("optimize"):
+            raise MemoryError("no room for einsum's copies")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(np, "einsum", failing)
+    ops = operands()
+    for _ in range(measured.ROUNDS * 2):
+        np.testing.assert_allclose(contract(STRING, *ops, optimize="greedy"), reference(ops), **CLOSE)
+    schedule = make_schedule(make_plan(STRING, SHAPES, ()), optimize="greedy", memory_limit="default")
+    assert numpy_backend.measured_route(schedule) == "steps"
+
+
+def test_switched_off_nothing_is_timed_and_explain_says_no_route(measure_all, monkeypatch):
+    monkeypatch.setenv(measured.ENVIRONMENT_VARIABLE, "off")
+    fake = clock(monkeypatch, {"steps": 3.0, "einsum": 1.0})
+    ops = operands()
+    first = contract(STRING, *ops, optimize="greedy")
+    for _ in range(measured.ROUNDS * 2 + 1):
+        np.testing.assert_array_equal(contract(STRING, *ops, optimize="greedy"), first)   # bit for bit
+    assert fake.timed == []
+    assert "chosen by measurement" not in explain(STRING, *ops, optimize="greedy")
+
+
+def test_a_dtype_not_measured_settles_on_the_steps(measure_all, monkeypatch):
+    fake = clock(monkeypatch, {"steps": 3.0, "einsum": 1.0})
+    ops = [np.arange(np.prod(s), dtype=np.int64).reshape(s) % 7 for s in SHAPES]
+    for _ in range(3):
+        np.testing.assert_array_equal(contract(STRING, *ops, optimize="greedy"), reference(ops))
+    assert fake.timed == []
+
+
+def test_after_einsum_is_chosen_other_dtypes_of_the_shape_keep_the_steps_conventions(measure_all, monkeypatch):
+    clock(monkeypatch, {"steps": 3.0, "einsum": 1.0})
+    ops = operands()
+    for _ in range(measured.ROUNDS * 2):
+        contract(STRING, *ops, optimize="greedy")
+    ints = [np.arange(np.prod(s), dtype=np.int64).reshape(s) % 5 for s in SHAPES]
+    got = contract(STRING, *ints, optimize="greedy")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, reference(ints))
+    halves = [a.astype(np.float16) for a in operands(1)]
+    got = contract(STRING, *halves, optimize="greedy")
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, reference([a.astype(np.float32) for a in halves]).astype(np.float16),
+                               rtol=2e-2, atol=2e-2)
+
+
+def test_callers_in_threads_while_measuring_all_get_the_right_answer(measure_all, monkeypatch):
+    clock(monkeypatch, {"steps": 2.0, "einsum": 1.0})
+    ops = operands()
+    want = reference(ops)
+    errors: list[BaseException] = []
+
+    def work():
+        try:
+            for _ in range(measured.ROUNDS * 3):
+                np.testing.assert_allclose(contract(STRING, *ops, optimize="greedy"), want, **CLOSE)
+        except BaseException as exc:   # (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_a_measured_route_is_recalled_from_the_plan_store_without_timing(measure_all, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTRACTIONS_PLANS", str(tmp_path / "plans"))
+    store_module.reset_active_store()
+    try:
+        fake = clock(monkeypatch, {"steps": 3.0, "einsum": 1.0})
+        ops = operands()
+        for _ in range(measured.ROUNDS * 2):
+            contract(STRING, *ops, optimize="greedy")
+        assert fake.timed
+        store_module.active_store().flush()
+        measured._CHOSEN.clear()                      # (as in a new process)
+        runners.HOT.clear()
+        runners._COMPILED.cache_clear()
+        fake.timed.clear()
+        np.testing.assert_allclose(contract(STRING, *ops, optimize="greedy"), reference(ops), **CLOSE)
+        assert fake.timed == []
+        schedule = make_schedule(make_plan(STRING, SHAPES, ()), optimize="greedy", memory_limit="default")
+        assert numpy_backend.measured_route(schedule) == "einsum"
+    finally:
+        store_module.reset_active_store()
