@@ -46,7 +46,8 @@ def measure(subscripts: str, size: str, batch_seconds: float, repeats: int) -> d
     want = np.einsum(case.expanded, *arrays, optimize=True)
     for run in (steps, einsum):
         assert np.allclose(run(*arrays), want, rtol=1e-8, atol=1e-8), subscripts
-    for _ in range(2 * measured.ROUNDS + 1):   # contract's first calls measure, then settle
+    settle = 2 * measured.HOST_ROUNDS * measured.HOST_RUN + 8   # (after a cheap tier's few calls)
+    for _ in range(settle):   # contract's first calls measure, then settle
         contractions.contract(subscripts, *arrays, **case.kwargs)
     chosen = numpy_backend.measured_route(schedule)
     medians = timing.interleaved_medians(

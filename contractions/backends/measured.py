@@ -6,8 +6,11 @@ estimates which is faster (on a GPU it is not fitted at all; on the CPU the gap 
 two moves with the CPU, its caches and its BLAS), so, as FFTW plans by measuring, a runner
 times the candidates on its own first calls and keeps the fastest (dev/decisions.md 49, 61).
 Each of the first ``ROUNDS`` rounds runs every candidate once, timed over `PIPELINED` real
-calls between two syncs (on the host: one call, `host_timer`); the first round is a warm-up;
-a candidate slower than ``DROP_FACTOR`` times the best is dropped, one that raises too.  The
+calls between two syncs; the first round is a warm-up.  On the host each of ``HOST_ROUNDS``
+rounds runs every candidate for ``HOST_RUN`` calls in a row, each timed alone (`host_timer`),
+the first of each run not counted, and another route must beat the model's pick by
+``HOST_MARGIN``.  A candidate slower than ``DROP_FACTOR`` times the best is dropped, one that
+raises too.  The
 choice is remembered per problem (`remembered`) and, through the plan store, per device
 (`persistence`).  While a CUDA graph is captured, while another thread is measuring the same
 problem, and under ``CONTRACTIONS_MEASURE=off`` nothing is timed (the model's pick runs).
@@ -27,11 +30,21 @@ from typing import Any
 
 from ..schedule import Finish, Schedule
 
-__all__ = ["DROP_FACTOR", "ENVIRONMENT_VARIABLE", "PIPELINED", "ROUNDS", "MeasuredRoute", "device_timer",
+__all__ = ["DROP_FACTOR", "ENVIRONMENT_VARIABLE", "HOST_MARGIN", "HOST_ROUNDS", "HOST_RUN", "PIPELINED", "ROUNDS",
+           "MeasuredRoute", "device_timer",
            "host_timer", "measured_seconds", "measuring", "one_einsum_schedule", "remembered", "timer"]
 
 #: rounds of measuring calls (every candidate once per round); the first is not counted
 ROUNDS = 4
+#: On the host, each round runs every candidate for ``HOST_RUN`` calls in a row and counts
+#: all but the first of them: a host call's time depends on what ran just before it (the
+#: allocator's free blocks, the caches), and a loop of calls runs one route after itself.
+#: (Alternating single calls misjudged a string 3x: each route measured 7-8 ms beside the
+#: other, while in a loop the steps ran 4.4 ms and np.einsum 13 ms.)
+HOST_ROUNDS, HOST_RUN = 2, 3
+#: On the host, another route replaces the model's pick only when it measures this much faster
+#: (timings of one large call on a shared machine move by a few percent from call to call).
+HOST_MARGIN = 1.05
 #: a candidate slower than this times the best one, in a counted round, is dropped
 DROP_FACTOR = 3.0
 #: problems whose chosen route is remembered (least recently chosen forgotten first)
@@ -160,7 +173,9 @@ class MeasuredRoute:
         self.best: dict[str, float] = {}
         self.measured: dict[str, float] = {}   # every route's best counted time, dropped ones too
         self.round = 0
-        self.pending: list[str] = list(self.routes)
+        self.rounds, self.run_length, self.margin = (HOST_ROUNDS, HOST_RUN, HOST_MARGIN) if host else (ROUNDS, 1, 1.0)
+        self.pending: list[str] = self._round_order()
+        self.previous: str | None = None   # the candidate the last measuring call ran
         self.chosen: str | None = None
         self.busy = threading.Lock()   # held by the thread that measures
         if not measuring():
@@ -238,15 +253,22 @@ class MeasuredRoute:
                     raise   # the last candidate's error is the call's
                 del self.routes[name]   # (the framework einsum out of memory, say): drop it
                 self.best.pop(name, None)
+                self.pending = [n for n in self.pending if n != name]
                 if self.default == name:
                     self.default = next(iter(self.routes))
                 continue
-            if self.round > 0:
+            counted = self.round > 0 if self.run_length == 1 else name == self.previous
+            self.previous = name
+            if counted:
                 self.best[name] = min(seconds, self.best.get(name, seconds))
                 self.measured[name] = self.best[name]
             if not self.pending:
                 self._next_round()
             return result
+
+    def _round_order(self) -> list[str]:
+        """The measuring calls of one round: every candidate, ``run_length`` calls in a row."""
+        return [name for name in self.routes for _ in range(self.run_length)]
 
     def _next_round(self) -> None:
         self.round += 1
@@ -255,8 +277,11 @@ class MeasuredRoute:
             for name in [n for n, t in self.best.items() if t > DROP_FACTOR * fastest]:
                 del self.routes[name]
                 del self.best[name]
-        if len(self.routes) == 1 or self.round >= ROUNDS:
+        if len(self.routes) == 1 or self.round >= self.rounds:
             pool = self.best or {name: 0.0 for name in self.routes}
-            self._settle(min(pool, key=lambda n: (pool[n], n != self.default)))
+            fastest_name = min(pool, key=lambda n: (pool[n], n != self.default))
+            if self.default in pool and pool[fastest_name] * self.margin > pool[self.default]:
+                fastest_name = self.default   # (within the margin: the model's pick stays)
+            self._settle(fastest_name)
             return
-        self.pending = list(self.routes)
+        self.pending = self._round_order()
