@@ -304,7 +304,8 @@ def _einsum_route(schedule: Schedule, steps: Callable[..., Any]) -> Callable[...
     measured = _MEASURED_DTYPES
 
     def along_path(*arrays: Any) -> Any:
-        if arrays[0].dtype not in measured:
+        dtype = arrays[0].dtype
+        if dtype not in measured or any(a.dtype != dtype for a in arrays):
             return steps(*arrays)
         return einsum(subscripts, *arrays, optimize=path)
 
