@@ -154,6 +154,17 @@ def test_the_first_call_of_each_run_is_not_counted(measure_all, monkeypatch):
     assert numpy_backend.route_seconds(schedule) == {"steps": 1.0, "einsum": 2.0}
 
 
+def test_a_route_far_behind_is_dropped_after_the_first_round(measure_all, monkeypatch):
+    fake = clock(monkeypatch, {"steps": 1.0, "einsum": measured.DROP_FACTOR * 1.5})
+    ops = operands()
+    for _ in range(MEASURING):
+        np.testing.assert_allclose(contract(STRING, *ops, optimize="greedy"), reference(ops), **CLOSE)
+    run = measured.HOST_RUN
+    assert fake.timed == ["steps"] * run + ["einsum"] * run     # one run each, then the steps
+    schedule = make_schedule(make_plan(STRING, SHAPES, ()), optimize="greedy", memory_limit="default")
+    assert numpy_backend.measured_route(schedule) == "steps"
+
+
 def test_the_chosen_einsum_route_is_np_einsum_along_the_path(measure_all, monkeypatch):
     clock(monkeypatch, {"steps": 2.0, "einsum": 1.0})
     seen = []

@@ -9,10 +9,9 @@ Each of the first ``ROUNDS`` rounds runs every candidate once, timed over `PIPEL
 calls between two syncs; the first round is a warm-up.  On the host each of ``HOST_ROUNDS``
 rounds runs every candidate for ``HOST_RUN`` calls in a row, each timed alone (`host_timer`),
 the first of each run not counted, and another route must beat the model's pick by
-``HOST_MARGIN``.  A candidate slower than ``DROP_FACTOR`` times the best is dropped, one that
-raises too.  The
-choice is remembered per problem (`remembered`) and, through the plan store, per device
-(`persistence`).  While a CUDA graph is captured, while another thread is measuring the same
+``HOST_MARGIN``.  A candidate slower than ``DROP_FACTOR`` times the best in a counted round is
+dropped, one that raises too.  The choice is remembered per problem (`remembered`) and,
+through the plan store, per device (`persistence`).  While a CUDA graph is captured, while another thread is measuring the same
 problem, and under ``CONTRACTIONS_MEASURE=off`` nothing is timed (the model's pick runs).
 Routes agree within float rounding, not bit for bit.  The clocks are injectable: `timer` and
 `host_timer`, replaced in tests.
@@ -31,8 +30,8 @@ from typing import Any
 from ..schedule import Finish, Schedule
 
 __all__ = ["DROP_FACTOR", "ENVIRONMENT_VARIABLE", "HOST_MARGIN", "HOST_ROUNDS", "HOST_RUN", "PIPELINED", "ROUNDS",
-           "MeasuredRoute", "device_timer",
-           "host_timer", "measured_seconds", "measuring", "one_einsum_schedule", "remembered", "timer"]
+           "MeasuredRoute", "device_timer", "host_timer", "measured_seconds", "measuring", "one_einsum_schedule",
+           "remembered", "timer"]
 
 #: rounds of measuring calls (every candidate once per round); the first is not counted
 ROUNDS = 4
@@ -272,7 +271,9 @@ class MeasuredRoute:
 
     def _next_round(self) -> None:
         self.round += 1
-        if self.round > 1 and self.best:
+        # (on a device the first round is a warm-up, counted from the second; on the host
+        # every round counts, so a candidate far behind is dropped after the first)
+        if self.round > (1 if self.run_length == 1 else 0) and self.best:
             fastest = min(self.best.values())
             for name in [n for n, t in self.best.items() if t > DROP_FACTOR * fastest]:
                 del self.routes[name]
