@@ -9,18 +9,24 @@ concurrent callers while measuring all get right answers."""
 from __future__ import annotations
 
 import collections
+import dataclasses
+import math
 import threading
+import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
 
-from contractions import contract, contract_expression, explain
+from contractions import contract, contract_expression, explain, identifiability
 from contractions.backends import measured, numpy_backend
 from contractions.calls import runners
 from contractions.calls import store as store_module
 from contractions.model import NumpyCostModel, Profile
 from contractions.plan import make_plan
 from contractions.schedule import framework_path_peak, make_schedule
+
+from ._strategies import grouped_problems, needed_supplements
 
 pytestmark = pytest.mark.usefixtures("nothing_planned")
 
@@ -84,17 +90,50 @@ def test_a_large_unblocked_pairwise_schedule_measures_and_a_small_one_does_not()
     assert numpy_backend.routes(schedule_of("ab,bc->ac", ((4, 5), (5, 6)))) == ("steps",)
 
 
-def test_no_route_past_the_memory_limit_or_for_a_blocked_schedule_or_broadcasting():
-    shapes = ((400, 500), (500, 600))
-    schedule = schedule_of("ab,bc->ac", shapes)
-    peak = framework_path_peak(schedule)
-    assert peak == 400 * 500 + 500 * 600     # both terms may be gathered; the product is the result
-    assert numpy_backend.routes(schedule_of("ab,bc->ac", shapes, memory_limit=peak)) == ("steps", "einsum")
-    assert numpy_backend.routes(schedule_of("ab,bc->ac", shapes, memory_limit=peak - 1)) == ("steps",)
+def test_no_route_past_the_memory_limit_or_for_a_blocked_schedule_or_broadcasting(monkeypatch):
+    monkeypatch.setattr(numpy_backend, "MEASURE_MIN_NS", 0.0)
+    assert framework_path_peak(schedule_of("ab,bc->ac", ((400, 500), (500, 600)))) == 0   # read as they lie
+    shapes = ((40, 50, 60), (60, 50, 70))
+    peak = framework_path_peak(schedule_of("abc,cbd->ad", shapes))
+    assert peak == 40 * 50 * 60 + 60 * 50 * 70     # both gathered: (b c) fused, out of order in each
+    assert numpy_backend.routes(schedule_of("abc,cbd->ad", shapes, memory_limit=peak)) == ("steps", "einsum")
+    assert numpy_backend.routes(schedule_of("abc,cbd->ad", shapes, memory_limit=peak - 1)) == ("steps",)
     blocked = schedule_of("Aai,Abi,Aab->Aab", ((8, 200, 20), (8, 200, 20), (8, 200, 200)), memory_limit=40_000)
     assert blocked.blocking is not None and numpy_backend.routes(blocked) == ("steps",)
     broadcast = schedule_of("ab,bc->ac", ((400, 500), (1, 600)))   # b: 500 in one term, 1 in the other
     assert broadcast.strategy == "pairwise" and numpy_backend.routes(broadcast) == ("steps",)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grouped_problems(max_terms=4))
+def test_the_einsum_routes_bound_holds_what_np_einsum_allocates(problem):
+    """`framework_path_peak` is what lets the einsum route run under a memory limit: on random
+    grouped problems (extents 7-9) np.einsum along the path never allocates more (beyond the
+    result, with 128 KiB for numpy's and Python's own bookkeeping)."""
+    problem = dataclasses.replace(
+        problem, group_shapes={g: tuple(n + 6 for n in s) for g, s in problem.group_shapes.items()},
+        letter_sizes={c: n + 6 for c, n in problem.letter_sizes.items()})
+    supplements = tuple(needed_supplements(problem, identifiability(problem.subscripts)).items())
+    shapes = tuple(problem.operand_shapes())
+    schedule = make_schedule(make_plan(problem.subscripts, shapes, tuple((k[4:], n) for k, n in supplements)),
+                             optimize="greedy", cost_model=REFERENCE)
+    assume(schedule.strategy == "pairwise" and schedule.einsum is not None
+           and all(len(pair) == 2 for pair in schedule.path) and len(schedule.inputs) > 1)
+    assume(max(math.prod(s) for s in (*shapes, schedule.output_shape)) <= 2**21
+           and framework_path_peak(schedule) <= 2**22)
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal(shape) for shape in shapes]
+    path = ["einsum_path", *schedule.path]
+    np.einsum(schedule.einsum, *ops, optimize=path)   # (numpy's caches filled: not the route's)
+    extra = []
+    for _ in range(2):   # (the smaller of two: a stray allocation elsewhere in the process is not numpy's)
+        tracemalloc.start()
+        try:
+            result = np.einsum(schedule.einsum, *ops, optimize=path)
+            extra.append(tracemalloc.get_traced_memory()[1] - np.asarray(result).nbytes)
+        finally:
+            tracemalloc.stop()
+    assert min(extra) <= framework_path_peak(schedule) * 8 + 128 * 1024
 
 
 def test_the_measured_threshold_is_modelled_time(monkeypatch):

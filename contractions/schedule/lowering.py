@@ -447,26 +447,52 @@ def path_einsums(schedule: Schedule) -> tuple[tuple[int, int, str], ...]:
 def framework_path_peak(schedule: Schedule) -> int:
     """The most elements a framework einsum run along ``schedule.path`` (one call per pair,
     the peer a backend may measure against its steps) can hold beyond the operands and the
-    result: the intermediates alive at once, plus, at each pair, a copy of both its terms
-    (numpy 2.4's pairwise einsum gathers each term into matmul order; its product is the
-    pair's result, returned as a permuted view).
+    result: the intermediates alive at once, plus, at each pair, a copy of each term its
+    matmul cannot read as it lies.  The rule is numpy 2.4's pairwise einsum's: the term at the
+    later position is the left factor, wanted as batch, kept, contracted labels (batch and
+    contracted in its order), the other as batch, contracted, kept; a caller's operand is read
+    as a view when it holds exactly those labels, each once and of extent above 1, and either
+    lies in that order or needs no fusing (one label a group: a transposed view is read by
+    BLAS as it lies); anything else is counted as copied: an intermediate always (numpy orders
+    its labels by extent and may return it permuted), and the right factor beside one unless at
+    most one label is batch and one contracted (their order is the intermediate's); a pair
+    that contracts nothing (a broadcast product) counts both terms and its product once more.
 
     >>> s = _along_path(((0, 1), (1, 2), (2, 3)), (0, 3), ((10, 2), (2, 10), (10, 2)), (10, 2),
     ...                 {0: 10, 1: 2, 2: 10, 3: 2}, 'ab,bc,cd->ad', 400)
-    >>> framework_path_peak(s)     # bc,cd->bd: 4 kept + copies 20 + 20 (then 4 held + 20 + 4)
-    44
+    >>> framework_path_peak(s)     # cd,bc->bd: two views and 4 kept; ab,bd: 4 held + bd copied
+    8
     """
-    size = schedule.extents.__getitem__
+    extents = schedule.extents
+    size = extents.__getitem__
     peak = held = 0
     sizes = [0] * len(schedule.inputs)
+    given = [True] * len(schedule.inputs)   # a caller's operand (else an intermediate)
     last = len(schedule.path) - 1
     for k, (i, j, x, y, result, _) in enumerate(_pair_terms(schedule.inputs, schedule.output,
                                                              schedule.path)):
-        copies = math.prod(map(size, dict.fromkeys(x))) + math.prod(map(size, dict.fromkeys(y)))
-        kept = math.prod(map(size, result)) if k != last else 0
-        peak = max(peak, held + kept + copies)
-        held += kept - sizes[i] - sizes[j]
-        sizes = [n for m, n in enumerate(sizes) if m != i and m != j] + [kept]
+        kept = set(result)
+        con = [lab for lab in dict.fromkeys(y) if lab in x and lab not in kept]
+        batch = [lab for lab in dict.fromkeys(y) if lab in x and lab in kept]
+        own_y = [lab for lab in dict.fromkeys(y) if lab not in x and lab in kept]
+        own_x = [lab for lab in dict.fromkeys(x) if lab not in y and lab in kept]
+        copies = 0
+        for position, term, order, groups in ((j, y, (*batch, *own_y, *con), (batch, own_y, con)),
+                                              (i, x, (*batch, *con, *own_x), (batch, con, own_x))):
+            fused = any(len(group) != 1 for group in (groups if batch else groups[1:]))
+            as_view = (con and given[position] and sorted(term) == sorted(order)
+                       and all(extents[lab] > 1 for lab in term) and (term == order or not fused)
+                       # (the left factor's labels order both: unknown for an intermediate)
+                       and (given[j] or (len(batch) <= 1 and len(con) <= 1)))
+            if not as_view:
+                copies += math.prod(map(size, dict.fromkeys(term)))
+        kept_size = math.prod(map(size, result)) if k != last else 0
+        if not con:
+            copies += math.prod(map(size, result))   # (a broadcast product may be laid out anew)
+        peak = max(peak, held + kept_size + copies)
+        held += kept_size - sizes[i] - sizes[j]
+        sizes = [n for m, n in enumerate(sizes) if m != i and m != j] + [kept_size]
+        given = [g for m, g in enumerate(given) if m != i and m != j] + [False]
     return peak
 
 
