@@ -36,7 +36,7 @@ try:  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
     from numpy.core.multiarray import c_einsum as _c_einsum  # type: ignore[no-redef]
 
-__all__ = ["MEASURE_MIN_NS", "NUMPY_OPS", "NumpyProgram", "build_program", "build_program_with", "compile",
+__all__ = ["MEASURE_MIN_NS", "NUMPY_OPS", "PAIRS_AS_VIEWS", "NumpyProgram", "build_program", "build_program_with", "compile",
            "cpu_name", "describe", "measured_route", "route_seconds", "routes"]
 
 #: ``explain`` prints this backend's schedule steps (it runs them one by one).
@@ -261,6 +261,15 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
 #: of each call (tens of us), and a wrong pick costs less than the measuring.
 MEASURE_MIN_NS = 1e6
 
+#: Does np.einsum run a pair as one batched matmul on views where the operands allow
+#: (numpy 2.4's ``bmm_einsum``)?  Else its pairs go through ``tensordot`` in its own label
+#: order, and the einsum route's copies are bounded without the view rule.
+try:
+    from numpy._core import einsumfunc as _einsumfunc
+    PAIRS_AS_VIEWS = hasattr(_einsumfunc, "bmm_einsum")
+except ImportError:  # pragma: no cover - numpy 1.x
+    PAIRS_AS_VIEWS = False
+
 #: The dtypes measured (np.einsum's pairwise run accumulates as the steps do: BLAS types).
 _MEASURED_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
 
@@ -290,7 +299,7 @@ def routes(schedule: Schedule) -> tuple[str, ...]:
            for label, n in zip(term, shape)):
         return ("steps",)   # (a size-1 axis broadcast against a longer one)
     limit = schedule.memory_limit
-    if limit is not None and framework_path_peak(schedule) > limit:
+    if limit is not None and framework_path_peak(schedule, PAIRS_AS_VIEWS) > limit:
         return ("steps",)
     return ("steps", "einsum")
 
@@ -440,6 +449,6 @@ def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
         what = {"steps": "these steps", "einsum": "np.einsum along the path"}
         lines.append("route: chosen by measurement on this shape's first calls (float and complex operands), "
                      "the faster of these steps and np.einsum along the path (which may hold "
-                     f"{framework_path_peak(schedule):,} elements beyond operands and result)"
+                     f"{framework_path_peak(schedule, PAIRS_AS_VIEWS):,} elements beyond operands and result)"
                      + (f"; measured: {what[known]}" if known else ""))
     return lines

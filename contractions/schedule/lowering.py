@@ -444,7 +444,7 @@ def path_einsums(schedule: Schedule) -> tuple[tuple[int, int, str], ...]:
                                                           schedule.path))
 
 
-def framework_path_peak(schedule: Schedule) -> int:
+def framework_path_peak(schedule: Schedule, views: bool = True) -> int:
     """The most elements a framework einsum run along ``schedule.path`` (one call per pair,
     the peer a backend may measure against its steps) can hold beyond the operands and the
     result: the intermediates alive at once, plus, at each pair, a copy of each term its
@@ -457,6 +457,8 @@ def framework_path_peak(schedule: Schedule) -> int:
     its labels by extent and may return it permuted), and the right factor beside one unless at
     most one label is batch and one contracted (their order is the intermediate's); a pair
     that contracts nothing (a broadcast product) counts both terms and its product once more.
+    ``views=False`` (an einsum without that rule, such as numpy's before 2.4, which hands pairs
+    to ``tensordot`` in its own label order): every pair counts both terms and its product.
 
     >>> s = _along_path(((0, 1), (1, 2), (2, 3)), (0, 3), ((10, 2), (2, 10), (10, 2)), (10, 2),
     ...                 {0: 10, 1: 2, 2: 10, 3: 2}, 'ab,bc,cd->ad', 400)
@@ -480,15 +482,15 @@ def framework_path_peak(schedule: Schedule) -> int:
         for position, term, order, groups in ((j, y, (*batch, *own_y, *con), (batch, own_y, con)),
                                               (i, x, (*batch, *con, *own_x), (batch, con, own_x))):
             fused = any(len(group) != 1 for group in (groups if batch else groups[1:]))
-            as_view = (con and given[position] and sorted(term) == sorted(order)
+            as_view = (views and con and given[position] and sorted(term) == sorted(order)
                        and all(extents[lab] > 1 for lab in term) and (term == order or not fused)
                        # (the left factor's labels order both: unknown for an intermediate)
                        and (given[j] or (len(batch) <= 1 and len(con) <= 1)))
             if not as_view:
                 copies += math.prod(map(size, dict.fromkeys(term)))
         kept_size = math.prod(map(size, result)) if k != last else 0
-        if not con:
-            copies += math.prod(map(size, result))   # (a broadcast product may be laid out anew)
+        if not con or not views:
+            copies += math.prod(map(size, result))   # (a product that may be laid out anew)
         peak = max(peak, held + kept_size + copies)
         held += kept_size - sizes[i] - sizes[j]
         sizes = [n for m, n in enumerate(sizes) if m != i and m != j] + [kept_size]
