@@ -547,8 +547,9 @@ def markdown(results: dict[str, list[Row]], roof, env: dict, summary: dict, elap
         "contenders take turns batch by batch; the median per-call time is kept. Tiny and mid are measured in "
         "two passes minutes apart and each contender keeps its better pass (the shared machine has episodes "
         "where every BLAS call stalls ~8 ms); large is one pass. Contenders slower than "
-        "0.1 s per call are timed twice (two single calls, median; for a capped contender the forked child's call "
-        "is one of the two). `contract`'s result is checked against opt_einsum before timing."
+        "0.1 s per call take turns call by call, and the median is kept: a peer two calls (for a capped contender "
+        "the forked child's call is one of the two), `contract` and the references it is compared with (its "
+        "bare program, the unbounded run) five each. `contract`'s result is checked against opt_einsum before timing."
     )
     add(
         "- **Ratios** are computed within the run: speedup = (fastest peer: np.einsum, np.einsum optimize=True, "

@@ -69,6 +69,8 @@ SIZES = ("tiny", "mid", "large")
 # per size: (seconds per timed batch, batches per pass, passes)
 SCHEDULE = {"tiny": (0.004, 7, 2), "mid": (0.012, 5, 2), "large": (0.04, 3, 1)}
 SLOW_CALL_SECONDS = 0.1  # a contender slower than this per call is timed with fewer batches
+SLOW_ENGINE_CALLS = 5  # single calls timed for each of ENGINE when slow (a peer: two)
+ENGINE = ("contract", "program", "unbounded")
 MEMORY_SIZES = ("mid", "large")  # sizes whose peak extra memory is measured (tiny: meaningless)
 # (subscripts, size, method) -> reason, for contenders that ran past the cap: not re-run next pass
 _TIMED_OUT: dict[tuple[str, str, str], str] = {}
@@ -186,7 +188,7 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
             row.skipped[name] = f"raised {type(exc).__name__}: {first_line}"
             continue
         first = time.perf_counter() - start
-        if name not in ("contract", "program", "unbounded") and _aliases(result, arrays):
+        if name not in ENGINE and _aliases(result, arrays):
             # contract's result never aliases an input (it copies); compare like with like
             func = lambda f=func: f().copy()  # noqa: E731
             row.notes[name] = "returns a view of its input; timed with .copy()"
@@ -196,13 +198,19 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
         (slow if first > SLOW_CALL_SECONDS else fast)[name] = func
     if fast:
         row.seconds.update(timing.interleaved_medians(fast, repeats, batch_seconds))
-    for name, func in slow.items():  # one call per batch, two batches (the child's call is one)
-        samples = [capped[name]] if name in capped else []
-        while len(samples) < 2:
-            start = time.perf_counter()
-            func()
-            samples.append(time.perf_counter() - start)
-        row.seconds[name] = statistics.median(samples)
+    # Slow contenders take turns call by call: a peer two calls (the child's call is one),
+    # the engine's own (contract, its bare program, the unbounded run) SLOW_ENGINE_CALLS, as
+    # the default bound's price is a ratio of two of them (two calls each made it swing 1.5x).
+    samples = {name: [capped[name]] if name in capped else [] for name in slow}
+    wanted = {name: SLOW_ENGINE_CALLS if name in ENGINE else 2 for name in slow}
+    while any(len(samples[name]) < wanted[name] for name in slow):
+        for name, func in slow.items():
+            if len(samples[name]) < wanted[name]:
+                start = time.perf_counter()
+                func()
+                samples[name].append(time.perf_counter() - start)
+    for name, taken in samples.items():
+        row.seconds[name] = statistics.median(taken)
     if measure_memory:  # the rest: one more untimed call each, warm, after the timed ones
         for name, func in {**fast, **slow}.items():
             if name not in ("program", "unbounded") and name not in row.memory:
