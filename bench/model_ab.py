@@ -24,7 +24,8 @@ result as a fresh buffer and its Python as free (before decision 43), ``--withou
 before-promote`` gathers rather than summing promoted labels after (before decision 45),
 ``--without before-thread-threshold`` credits products with threads from 2**19 multiply-adds
 and ``--without before-roofline`` floors no price at its roofline (both before decision 57);
-``--without builtin-walks``, run under a calibrated profile (``CONTRACTIONS_PROFILE``), prices
+``--without before-host-peak`` floors FLOP-bound prices at the development machine's peak
+rather than this CPU's estimate (before decision 62); ``--without builtin-walks``, run under a calibrated profile (``CONTRACTIONS_PROFILE``), prices
 strided walks at the built-in prices rather than the profile's measured ones (decision 58).  The variant ``--without memory`` zeroes the memory prices of the profile (streaming,
 far-apart runs, paged and evicted reads): the in-cache model alone.  Each line prints both
 medians, both modelled times and the speed ratio (variant time / default time: above 1 the
@@ -103,6 +104,8 @@ VARIANTS = {
     # a candidate after decision 40: copies priced warm, as kept scratch buffers run (0.6 ns an
     # element, the strided copy without first-touch page faults; measured, not kept)
     "warm-copies": NUMPY_MODEL.with_prices(ns_per_copied_element=0.6),
+    # the development machine's peak in place of this CPU's estimate (before decision 62)
+    "before-host-peak": NUMPY_MODEL.with_prices(peak_flops_per_ns=180.0),
 }
 
 

@@ -51,6 +51,15 @@ def _listed(items, fmt="{:.2f}x") -> str:
     return ", ".join(f"`{s}` {fmt.format(v)}" for s, v in items) or "none"
 
 
+def _by_operands(rows: list[Row]) -> dict[str, list[Row]]:
+    """``rows`` by their operand count: one, two, three or more."""
+    groups: dict[str, list[Row]] = {"1": [], "2": [], "3+": []}
+    for r in rows:
+        count = r.subscripts.split("->")[0].count(",") + 1
+        groups[str(count) if count < 3 else "3+"].append(r)
+    return groups
+
+
 def summarise(results: dict[str, list[Row]], roof) -> dict:
     summary: dict = {}
     for size, rows in results.items():
@@ -70,6 +79,12 @@ def summarise(results: dict[str, list[Row]], roof) -> dict:
                 key=lambda x: x[1],
             ),
             "below_one": sum(1 for v in speedups.values() if v is not None and v < 1.0),
+            # where the geometric mean comes from: a two-operand string is one product for every
+            # contender alike, so its ratio sits near 1x; paths only differ from three operands
+            "by_operands": {
+                label: (len(group), geomean(speedups[r.subscripts] for r in group))
+                for label, group in _by_operands(rows).items() if group
+            },
             "fastest_peer_counts": _count(r.best_peer()[0] for r in rows if r.best_peer()),
             "timed_out": sorted(
                 (r.subscripts, m) for r in results[size] for m, why in r.skipped.items() if "timed out" in why
@@ -264,7 +279,9 @@ def _size_line(size: str, s: dict) -> str:
         f"{size} ({s['strings']} strings): geomean speedup {s['geomean_vs_peers']:.2f}x over the fastest peer "
         f"incl. cotengra ({s['geomean_vs_numpy_peers']:.2f}x over numpy/opt_einsum only, "
         f"{s['geomean_vs_all_peers']:.2f}x counting einx too, {s['geomean_vs_cotengra']:.2f}x over cotengra "
-        f"alone); {s['below_one']} strings < 1x; total time {s['roofline_total_ratio']:.2f}x the roofline "
+        f"alone; by operand count: "
+        + ", ".join(f"{label} ({n} strings) {g:.2f}x" for label, (n, g) in s.get("by_operands", {}).items())
+        + f"); {s['below_one']} strings < 1x; total time {s['roofline_total_ratio']:.2f}x the roofline "
         f"estimate (fastest peers: {s['best_peer_roofline_total_ratio']:.2f}x); fastest peer per string: "
         f"{counts or '-'}"
         + (f"; peak extra memory max {s['memory_max']:.2f}x largest array" if s["memory_measured"] else "")

@@ -20,13 +20,14 @@ import pytest
 
 from contractions import cli
 from contractions.model import profile as profile_module
-from contractions.model.host import Machine
+from contractions.model.host import Machine, flops_per_cycle
 from contractions.model.numpy_prices import NumpyCostModel
 from contractions.model.profile import (
     ENVIRONMENT_VARIABLE,
     Profile,
     ProfileError,
     ProfileWarning,
+    builtin_profile,
     load_profile,
     save_profile,
     select_profile,
@@ -109,7 +110,7 @@ def test_the_user_profile_is_used_when_present_and_the_defaults_otherwise(tmp_pa
     user = tmp_path / "cache" / "profile.json"
     monkeypatch.setattr(profile_module, "user_profile_path", lambda: user)
     builtin = select_profile({})
-    assert builtin.source == "" and builtin.describe() == "built-in defaults"
+    assert builtin.source == "" and builtin.describe().startswith("built-in defaults")
     save_profile(replace(Profile(), ns_per_step=123.0), user)
     assert select_profile({}).source == str(user) and select_profile({}).ns_per_step == 123.0
 
@@ -248,3 +249,53 @@ def test_calibrate_times_the_engine_with_no_plan_store(monkeypatch):
     assert seen == [None]                      # no store while it measures
     assert store._ACTIVE == [sentinel]         # the process's store afterwards
     store._ACTIVE.clear()
+
+
+# ------------------------------------------------------------------ the built-in peak
+@pytest.mark.parametrize(("flags", "per_cycle"), [
+    ({"avx512f", "avx2", "fma", "avx", "sse2"}, 32), ({"avx2", "fma", "avx", "sse2"}, 16),
+    ({"avx", "sse2"}, 8), ({"asimd", "fp"}, 8), ({"sse2"}, 4), (set(), 0)])
+def test_a_cores_flops_a_cycle_follow_its_widest_vectors(flags, per_cycle):
+    assert flops_per_cycle(flags) == per_cycle
+
+
+@pytest.mark.parametrize(("machine", "peak"), [
+    (Machine(cores=2, threads=2, core_flops_per_ns=39.0), 78.0),
+    (Machine(cores=8, threads=1, core_flops_per_ns=40.0), 40.0),     # BLAS on one thread
+    (Machine(cores=2, threads=16, core_flops_per_ns=40.0), 80.0),    # more threads than cores
+    (Machine(cores=2, threads=2), Profile.peak_flops_per_ns),        # no estimate: as fitted
+])
+def test_the_builtin_peak_is_the_cpus_estimate_on_the_cores_blas_uses(machine, peak):
+    builtin = builtin_profile(machine)
+    assert builtin.peak_flops_per_ns == pytest.approx(peak)
+    # only the roofline's peak moves: every fitted price stays as it was
+    others = {k: v for k, v in builtin.prices().items() if k != "peak_flops_per_ns"}
+    assert others == {k: v for k, v in builtin_profile(replace(machine, core_flops_per_ns=0.0)).prices().items()
+                      if k != "peak_flops_per_ns"}
+    described = builtin.describe()
+    if peak == Profile.peak_flops_per_ns:
+        assert described == "built-in defaults"
+    else:
+        assert described == f"built-in defaults (peak {peak:.0f} GFLOP/s: this CPU's vector width and clock)"
+
+
+def test_a_flop_bound_step_is_priced_at_the_builtin_peak_at_least():
+    # a large square product: its price from the fitted constants is below what 40 GFLOP/s
+    # allows, so the estimated peak decides it
+    slow = NumpyCostModel(builtin_profile(Machine(cores=1, threads=1, core_flops_per_ns=40.0)))
+    fast = NumpyCostModel(builtin_profile(Machine(cores=1, threads=1)))
+    plan = make_plan("Ab,bc->Ac", ((4, 256, 512), (512, 512)), ())
+    flops = 2 * 4 * 256 * 512 * 512
+    priced = make_schedule(plan, memory_limit=None, cost_model=slow).steps[0].cost_ns
+    assert priced >= flops / 40.0
+    assert make_schedule(plan, memory_limit=None, cost_model=fast).steps[0].cost_ns < flops / 40.0
+
+
+def test_a_profile_file_keeps_the_machines_estimated_peak(tmp_path):
+    machine = replace(ELSEWHERE, core_flops_per_ns=12.5)
+    path = save_profile(replace(Profile(), machine=machine), tmp_path / "p.json")
+    assert load_profile(path).machine == machine
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["machine"]["core_flops_per_ns"]          # a file written before the field
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert load_profile(path).machine == replace(machine, core_flops_per_ns=0.0)

@@ -15,7 +15,8 @@ import os
 import platform
 from dataclasses import dataclass
 
-__all__ = ["Machine", "blas_name", "blas_threads", "cache_bytes", "cpu_model", "this_machine"]
+__all__ = ["Machine", "blas_name", "blas_threads", "cache_bytes", "clock_ghz", "core_peak_flops_per_ns", "cpu_model",
+           "flops_per_cycle", "this_machine"]
 
 
 def cache_bytes(level: int = 2, fallback: int = 1 << 20) -> int:
@@ -79,6 +80,63 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def flops_per_cycle(flags: set[str] | frozenset[str]) -> int:
+    """Float64 FLOPs one core can issue a cycle, from its instruction-set flags (as
+    ``/proc/cpuinfo`` lists them): two fused multiply-add pipes as wide as the widest vectors
+    (AVX-512: 8 doubles, AVX2: 4, NEON: 2; without FMA one add and one multiply); 0 when no
+    flag says.
+
+    >>> flops_per_cycle({'avx512f', 'avx2', 'fma'}), flops_per_cycle({'avx2', 'fma'}), flops_per_cycle({'asimd'})
+    (32, 16, 8)
+    """
+    if "avx512f" in flags:
+        return 32
+    if "avx2" in flags and "fma" in flags:
+        return 16
+    if "avx" in flags or "asimd" in flags:
+        return 8
+    if "sse2" in flags:
+        return 4
+    return 0
+
+
+def clock_ghz() -> float:
+    """This CPU's highest clock in GHz: the kernel's frequency limit where it publishes one,
+    else the fastest ``cpu MHz`` of ``/proc/cpuinfo`` (a VM's nominal clock); 0.0 when
+    neither says."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
+            return int(f.read()) / 1e6
+    except (OSError, ValueError):
+        pass
+    fastest = 0.0
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("cpu mhz"):
+                    fastest = max(fastest, float(line.split(":", 1)[1]) / 1e3)
+    except (OSError, ValueError):
+        pass
+    return fastest
+
+
+def core_peak_flops_per_ns() -> float:
+    """One core's float64 peak in GFLOP/s (FLOPs a nanosecond), estimated from its flags and
+    clock (`flops_per_cycle` x `clock_ghz`); 0.0 where either is unknown (not Linux, say).
+    Read off the data sheet, not measured (dev/decisions.md 62: 39 a core estimated on an
+    AMD EPYC VM whose two cores ``contractions calibrate`` measured at 74 together)."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith(("flags", "features")):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return 0.0
+    return flops_per_cycle(flags) * clock_ghz()
+
+
 def blas_name() -> str:
     """numpy's BLAS, as ``numpy.show_config`` names it (name and version)."""
     try:
@@ -94,7 +152,8 @@ def blas_name() -> str:
 @dataclass(frozen=True)
 class Machine:
     """What a profile was measured on: CPU model, usable cores, numpy's BLAS, its thread
-    count and the L2 and last-level cache sizes (bytes)."""
+    count, the L2 and last-level cache sizes (bytes) and one core's estimated float64 peak
+    (`core_peak_flops_per_ns`; 0.0: unknown)."""
 
     cpu: str = ""
     cores: int = 0
@@ -102,6 +161,7 @@ class Machine:
     threads: int = 0
     l2_bytes: int = 0
     l3_bytes: int = 0
+    core_flops_per_ns: float = 0.0
 
     def differences(self, other: Machine) -> list[str]:
         """How ``other`` (this machine, usually) differs, one short phrase each.
@@ -121,11 +181,13 @@ class Machine:
 
     def __str__(self) -> str:
         return (f"{self.cpu or 'unknown CPU'}, {self.cores} cores, {self.blas or 'unknown BLAS'} "
-                f"on {self.threads} threads, L2 {self.l2_bytes >> 10} KiB, L3 {self.l3_bytes >> 10} KiB")
+                f"on {self.threads} threads, L2 {self.l2_bytes >> 10} KiB, L3 {self.l3_bytes >> 10} KiB"
+                + (f", ~{self.core_flops_per_ns:.0f} GFLOP/s a core" if self.core_flops_per_ns else ""))
 
 
 @functools.lru_cache(maxsize=1)
 def this_machine() -> Machine:
     """The machine this process runs on, as a profile records it (probed once)."""
     return Machine(cpu=cpu_model(), cores=cores(), blas=blas_name(), threads=blas_threads(),
-                   l2_bytes=cache_bytes(2), l3_bytes=cache_bytes(3, fallback=32 << 20))
+                   l2_bytes=cache_bytes(2), l3_bytes=cache_bytes(3, fallback=32 << 20),
+                   core_flops_per_ns=round(core_peak_flops_per_ns(), 3))

@@ -201,8 +201,9 @@ class Profile:
     # bandwidths count bytes read plus bytes written by np.copyto of float64 arrays: `cache_`
     # while the arrays touched fit within `memory_threshold` elements, `memory_` past it (on
     # the VM 80-96 GB/s within 8 MB, 28-33 GB/s past the 32 MB L3); the peak is the best
-    # float64 square matmul with every BLAS thread (182 GFLOP/s).  `contractions calibrate`
-    # measures all three (dev/decisions.md 57).
+    # float64 square matmul with every BLAS thread (182 GFLOP/s; `builtin_profile` puts this
+    # CPU's estimate in its place where it has one).  `contractions calibrate` measures all
+    # three (dev/decisions.md 57, 62).
     cache_bytes_per_ns: float = 80.0
     memory_bytes_per_ns: float = 25.0
     peak_flops_per_ns: float = 180.0
@@ -244,6 +245,8 @@ class Profile:
         or the file, when and on what it was measured, and how ``here`` differs from that
         machine (``here``: this one, probed; give it to compare with another)."""
         if not self.source:
+            if self.peak_flops_per_ns != Profile.peak_flops_per_ns and self.peak_flops_per_ns > 0:
+                return f"built-in defaults (peak {self.peak_flops_per_ns:.0f} GFLOP/s: this CPU's vector width and clock)"
             return "built-in defaults"
         text = f"profile {self.source}"
         if self.measured or self.machine.cpu:
@@ -278,12 +281,28 @@ def cache_prices(l2_bytes: int, l3_bytes: int, blocks_per_l2: int = 4) -> dict[s
 
 
 def builtin_profile(machine: Machine | None = None) -> Profile:
-    """The built-in defaults with this machine's (or ``machine``'s) cache sizes and BLAS
-    thread count: what an uncalibrated machine plans with."""
+    """The built-in defaults with this machine's (or ``machine``'s) cache sizes, BLAS thread
+    count and, where its CPU says, arithmetic peak: what an uncalibrated machine plans with.
+
+    The peak is one core's (`Machine.core_flops_per_ns`, read off its vector width and clock)
+    times the cores BLAS runs on; it floors the price of a step bound by its FLOPs, so a
+    machine slower than the one the defaults were fitted on gets no price below its roofline
+    (dev/decisions.md 62).  The other prices stay as fitted: only ``calibrate`` measures them.
+
+    >>> builtin_profile(Machine(cores=2, threads=2, core_flops_per_ns=39.0)).peak_flops_per_ns
+    78.0
+    >>> builtin_profile(Machine(cores=2, threads=2)).peak_flops_per_ns == Profile.peak_flops_per_ns
+    True
+    """
     machine = this_machine() if machine is None else machine
     caches = cache_prices(machine.l2_bytes, machine.l3_bytes, Profile.cache_blocks_per_l2)
-    return replace(Profile(), blas_threads=max(1, machine.threads), cache_elements=caches["cache_elements"],
-                   memory_threshold=caches["memory_threshold"], gather_window=caches["gather_window"])
+    threads = max(1, machine.threads)
+    peak = Profile.peak_flops_per_ns
+    if machine.core_flops_per_ns > 0:
+        peak = machine.core_flops_per_ns * max(1, min(threads, machine.cores or threads))
+    return replace(Profile(), blas_threads=threads, cache_elements=caches["cache_elements"],
+                   memory_threshold=caches["memory_threshold"], gather_window=caches["gather_window"],
+                   peak_flops_per_ns=peak)
 
 
 def user_profile_path() -> Path:
@@ -303,7 +322,8 @@ def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
             "measured": profile.measured or datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds"),
             "machine": {"cpu": m.cpu, "cores": m.cores, "blas": m.blas, "threads": m.threads,
-                        "l2_bytes": m.l2_bytes, "l3_bytes": m.l3_bytes},
+                        "l2_bytes": m.l2_bytes, "l3_bytes": m.l3_bytes,
+                        "core_flops_per_ns": m.core_flops_per_ns},
             "prices": profile.prices()}
     target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return target
@@ -347,7 +367,8 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
     try:
         recorded = Machine(cpu=str(machine.get("cpu", "")), cores=int(machine.get("cores", 0)),
                            blas=str(machine.get("blas", "")), threads=int(machine.get("threads", 0)),
-                           l2_bytes=int(machine.get("l2_bytes", 0)), l3_bytes=int(machine.get("l3_bytes", 0)))
+                           l2_bytes=int(machine.get("l2_bytes", 0)), l3_bytes=int(machine.get("l3_bytes", 0)),
+                           core_flops_per_ns=float(machine.get("core_flops_per_ns", 0.0)))
     except (TypeError, ValueError):
         raise ProfileError(f"the profile {source} has a malformed \"machine\" table") from None
     return replace(Profile(), **checked, machine=recorded, measured=str(data.get("measured", "")),
