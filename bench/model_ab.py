@@ -24,6 +24,7 @@ result as a fresh buffer and its Python as free (before decision 43), ``--withou
 before-promote`` gathers rather than summing promoted labels after (before decision 45),
 ``--without before-thread-threshold`` credits products with threads from 2**19 multiply-adds
 and ``--without before-roofline`` floors no price at its roofline (both before decision 57);
+``--without before-split`` runs every stack of products whole (before decision 63);
 ``--without before-host-peak`` floors FLOP-bound prices at the development machine's peak
 rather than this CPU's estimate (before decision 62); ``--without builtin-walks``, run under a calibrated profile (``CONTRACTIONS_PROFILE``), prices
 strided walks at the built-in prices rather than the profile's measured ones (decision 58).  The variant ``--without memory`` zeroes the memory prices of the profile (streaming,
@@ -106,12 +107,14 @@ VARIANTS = {
     "warm-copies": NUMPY_MODEL.with_prices(ns_per_copied_element=0.6),
     # the development machine's peak in place of this CPU's estimate (before decision 62)
     "before-host-peak": NUMPY_MODEL.with_prices(peak_flops_per_ns=180.0),
+    # every stack of products run whole on one core (before decision 63)
+    "before-split": NUMPY_MODEL.with_prices(split_gain=0.0),
 }
 
 
 def shape_of(schedule) -> tuple:
     """What a schedule runs (path, kernels, layouts, blocks), for telling two apart."""
-    steps = tuple((s.kernel, s.result, s.x_view, s.y_view,
+    steps = tuple((s.kernel, s.result, s.x_view, s.y_view, s.workers,
                    s.layout and (s.layout.swap, s.layout.batch, s.layout.contract,
                                  s.layout.left, s.layout.right)) for s in schedule.steps)
     blocks = schedule.blocking and (schedule.blocking.labels, schedule.blocking.chunks)

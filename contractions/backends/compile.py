@@ -62,7 +62,12 @@ class ArrayOps:
     # matmul_into(x, y, dest, shape): the product written into ``dest`` (a block's slice of the
     # result buffer) reshaped to ``shape``, a view (`Blocking.in_place`); None: each block's
     # product is copied into its slice
-    matmul_into: Callable[[Any, Any, Any, tuple[int, ...]], Any] | None = None
+    matmul_into: Callable[..., Any] | None = None    # (x, y, dest, shape, workers=1)
+    # matmul_split(x, y, workers, capacity): a product whose stack's leading axis is cut into
+    # ``workers`` parts run at once (`Step.workers`), into a C array (or, given a capacity, a
+    # scratch buffer as `scratch_matmul`'s); None: the library threads its products itself,
+    # and ``workers`` is not read
+    matmul_split: Callable[[Any, Any, int, int], Any] | None = None
     # matmul whose result is C-ordered whatever its operands' layout (for intermediates,
     # which the schedule counts as C arrays); None: ``matmul``'s results always are
     matmul_c: Callable[[Any, Any], Any] | None = None
@@ -225,6 +230,13 @@ def _step_fn(step: Step, specs: StepSpecs | None, ops: ArrayOps, shapes: _Shapes
         matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
         if intermediate and scratch[2] and ops.scratch_matmul is not None and not step.reduce:
             matmul = functools.partial(_into_scratch, ops.scratch_matmul, scratch[2])
+        if step.workers > 1 and ops.matmul_split is not None:
+            # (a scratch buffer where one was chosen, else a fresh C array: the same shape)
+            capacity = scratch[2] if intermediate and not step.reduce and ops.scratch_matmul is not None else 0
+            split, workers = ops.matmul_split, step.workers
+
+            def matmul(x: Any, y: Any) -> Any:
+                return split(x, y, workers, capacity)
         if step.reduce:
             # promoted contracted labels: the product keeps them as batch axes, then sums them
             w, axes, total = shapes.slot(step.wide_shape, wide_spec), step.reduce_axes, ops.sum
@@ -521,6 +533,8 @@ def _into_fn(step: Step, tokens: tuple[Any, Any], ops: ArrayOps, shapes: _Shapes
     assert raw is not None
     vx, vy = _view_fn(step.x_view, None, ops, shapes), _view_fn(step.y_view, None, ops, shapes)
     i, (tx, ty), into = shapes.slot(raw), tokens, ops.matmul_into
+    if step.workers > 1 and ops.matmul_split is not None:
+        into = functools.partial(into, workers=step.workers)
 
     def run(local: dict[Any, Any], t: Table, dest: Any) -> None:
         x, y = vx(local.pop(tx), t), vy(local.pop(ty), t)

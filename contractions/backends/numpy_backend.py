@@ -30,6 +30,7 @@ from .compile import ArrayOps, compile_schedule
 from .compile import compile_any_extents as compile_any_extents_with
 from .measured import MeasuredRoute, measured_seconds, measuring, remembered
 from .scratch import take_scratch
+from .workers import split_matmul
 
 try:  # numpy >= 2
     from numpy._core.multiarray import c_einsum as _c_einsum
@@ -104,14 +105,27 @@ def _add_block(out: np.ndarray, index: tuple[slice, ...], block: np.ndarray) -> 
     out[index] += block
 
 
-def _matmul_into(x: np.ndarray, y: np.ndarray, dest: np.ndarray, shape: tuple[int, ...]) -> None:
+def _matmul_into(x: np.ndarray, y: np.ndarray, dest: np.ndarray, shape: tuple[int, ...],
+                 workers: int = 1) -> None:
     # The schedule checked that ``dest`` (a block's slice of the result buffer) reshapes to
     # the product's shape as a view; a reshape that copied would lose the block, so that is
     # refused here rather than trusted (a copy never overlaps its source).
     out = dest.reshape(shape)
     if not np.may_share_memory(out, dest):
         raise AssertionError("a block's slice of the result buffer did not reshape to a view")
-    np.matmul(x, y, out=out)
+    if workers > 1:
+        split_matmul(x, y, workers, out)
+    else:
+        np.matmul(x, y, out=out)
+
+
+def _matmul_split(x: np.ndarray, y: np.ndarray, workers: int, capacity: int = 0) -> np.ndarray:
+    # a C-ordered result (or a scratch buffer of ``capacity`` elements, an intermediate's),
+    # its stack computed in ``workers`` parts at once (`workers.split_matmul`)
+    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
+    dtype = np.result_type(x, y)
+    out = take_scratch(shape, dtype, capacity) if capacity and not dtype.hasobject else np.empty(shape, dtype)
+    return split_matmul(x, y, workers, out)
 
 
 def _common_dtype(arrays: Sequence[np.ndarray]) -> np.dtype:
@@ -145,6 +159,7 @@ NUMPY_OPS = ArrayOps(
     set_block=_set_block,
     add_block=_add_block,
     matmul_into=_matmul_into,
+    matmul_split=_matmul_split,
     scratch_contiguous=_scratch_contiguous,
     scratch_matmul=_scratch_matmul,
     scratch_min_elements=SCRATCH_MIN_ELEMENTS,

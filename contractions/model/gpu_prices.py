@@ -191,6 +191,10 @@ class GpuCostModel:
     def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
         return 0.0   # cuBLAS reads a transposed factor through its op flag
 
+    def split_products(self, lead: int, calls: int, m: int, k: int, n: int,
+                       products_ns: float) -> tuple[int, float]:
+        return 1, products_ns   # the library spreads a stack over its threads itself
+
     def copy_ns(self, elements: int) -> float:
         return self.ns_per_kernel + elements * self.ns_per_element
 

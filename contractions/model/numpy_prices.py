@@ -70,6 +70,17 @@ class NumpyCostModel:
     def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
         return self.profile.ns_per_batched_right_transpose_element * calls * m * n
 
+    def split_products(self, lead: int, calls: int, m: int, k: int, n: int,
+                       products_ns: float) -> tuple[int, float]:
+        # numpy runs a stack's products one after another; BLAS threads none below
+        # `split_max_macs`, and below `split_min_macs` parts contend (decision 63)
+        p = self.profile
+        workers = min(p.blas_threads, lead)
+        if workers < 2 or calls < 2 or not p.split_min_macs <= m * k * n < p.split_max_macs:
+            return 1, products_ns
+        split = products_ns / (1.0 + p.split_gain * (workers - 1)) + p.ns_per_split
+        return (workers, split) if split < products_ns else (1, products_ns)
+
     def copy_ns(self, elements: int) -> float:
         return self.profile.ns_per_copied_element * elements
 

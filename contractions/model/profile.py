@@ -100,6 +100,16 @@ class Profile:
     # but below about 2**21 the split gains nothing or loses (decision 57).
     threaded_product_macs: int = 1 << 20
     thread_gain: float = 0.5
+    # A stack of products each below `split_max_macs` (OpenBLAS's own threading threshold)
+    # runs on one core: its leading axis is cut into one part per BLAS thread, run at once,
+    # each part past the first adding `split_gain` of one's speed, for `ns_per_split` of
+    # hand-over (a pool thread's wake-up: 64 us measured on the VM).  Below `split_min_macs` a
+    # product the parts contend (OpenBLAS's buffer lock: 540-5,184 multiply-adds ran 0.6-1.2x
+    # split, 24,576 and more 1.3-1.9x; decision 63).
+    split_max_macs: int = 1 << 19
+    split_min_macs: int = 1 << 14
+    split_gain: float = 0.6
+    ns_per_split: float = 60_000.0
 
     # ------------------------------------------------------ one einsum call against steps
     # The direct strategy runs numpy's einsum as ONE nested loop over every distinct label;

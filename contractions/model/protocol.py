@@ -57,6 +57,13 @@ class CostModel(Protocol):
     def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
         """Extra time of a stack whose right factor is column-major (``calls > 1``)."""
 
+    def split_products(self, lead: int, calls: int, m: int, k: int, n: int,
+                       products_ns: float) -> tuple[int, float]:
+        """(workers, time): how many parts a stack of ``calls`` ``(m x k) @ (k x n)`` products,
+        ``products_ns`` run one after another, is cut into along its leading axis of ``lead``
+        entries to run at once (`Step.workers`), and its time so (1 and ``products_ns``:
+        whole)."""
+
     def copy_ns(self, elements: int) -> float:
         """Gathering ``elements`` into a new layout (a strided copy into a fresh buffer)."""
 

@@ -215,6 +215,10 @@ class TorchCostModel:
     def batched_right_transpose_ns(self, calls: int, m: int, n: int) -> float:
         return self.steps_model.batched_right_transpose_ns(calls, m, n)
 
+    def split_products(self, lead: int, calls: int, m: int, k: int, n: int,
+                       products_ns: float) -> tuple[int, float]:
+        return 1, products_ns   # the library spreads a stack over its threads itself
+
     def copy_ns(self, elements: int) -> float:
         return self.steps_model.copy_ns(elements)
 

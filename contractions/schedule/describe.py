@@ -30,7 +30,8 @@ class ExplainedStep:
     an ``'einsum'`` step, ``layout`` how a ``'matmul'`` step presents its two factors
     (``'view'``, ``'T-view'``: transposed, no copy, or ``'copy'``).  ``cost_ns`` is the modelled
     time; ``hoisted``: the step runs once, before the blocks (it carries no cut label);
-    ``reduce``: contracted labels the product runs as batch labels and sums after.
+    ``reduce``: contracted labels the product runs as batch labels and sums after;
+    ``workers``: the parts its stack of products is cut into, run at once (`Step.workers`).
     """
 
     number: int
@@ -48,12 +49,15 @@ class ExplainedStep:
     layout: tuple[str, str] | None = None
     hoisted: bool = False
     reduce: str = ""
+    workers: int = 1
 
     def __str__(self) -> str:
         detail = f" {self.einsum!r}" if self.kernel == "einsum" else ""
         if self.layout is not None:
             detail = f" [{self.layout[0]} @ {self.layout[1]}]"
         summed = f" (as batch, then summed: {self.reduce})" if self.reduce else ""
+        if self.workers > 1:
+            summed += f" (stack in {self.workers} parts at once)"
         return (f"step {self.number}: {self.operands} {self.kernel}{detail} {self.x_labels},{self.y_labels}"
                 f"->{self.result} batch {self.batch} contract {self.contract}{summed}; "
                 f"result {self.result_shape}; {self.flops:,} FLOPs; model {self.cost_ns / 1e3:.3g} us")
@@ -79,7 +83,8 @@ def explained_steps(schedule: Schedule, name: Callable[[int], str] = str) -> tup
             contract=labels(step.contract), result_shape=step.result_shape, flops=step.flops,
             cost_ns=step.cost_ns, einsum=step.einsum if kernel == "einsum" else None,
             layout=None if lay is None else (form(lay.left), form(lay.right)),
-            hoisted=n - 1 in hoisted, reduce="".join(name(lab) for lab in step.reduce)))
+            hoisted=n - 1 in hoisted, reduce="".join(name(lab) for lab in step.reduce),
+            workers=step.workers))
     return tuple(records)
 
 

@@ -101,6 +101,10 @@ class Step:
     operand is gathered) and sums after: the product, reshaped to ``wide_shape``, is summed
     over its axes ``reduce_axes`` into ``result``.  Empty for every other step.
 
+    ``workers``: a ``'matmul'`` whose stack's leading axis is cut into this many parts run at
+    once on the cores BLAS may use (its products each too small for BLAS to thread; a library
+    that threads its own products runs it whole).
+
     ``cost_ns`` is the modelled time, ``flops`` opt_einsum's count for the step.
     """
 
@@ -124,6 +128,7 @@ class Step:
     reduce: Labels = ()
     reduce_axes: tuple[int, ...] = ()
     wide_shape: Shape = ()
+    workers: int = 1
 
     @property
     def result_size(self) -> int:

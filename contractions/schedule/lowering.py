@@ -272,7 +272,8 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     # The last step writes the call's result, which a caller's loop reuses warm.
     result_ns = model.result_buffer_ns if final is not None else model.fresh_buffer_ns
     copied = _gathered(lx, ly, layout, extents)
-    matmul_ns = max(layout.cost + result_ns(size_of(tuple(kept), extents)),
+    workers, spared = _split(layout, extents, model)
+    matmul_ns = max(layout.cost - spared + result_ns(size_of(tuple(kept), extents)),
                     model.roofline_ns(flops, plain + 2 * copied, plain + copied))
     if (layout.left.copy or layout.right.copy) and left and right and model.promotes_contracted():
         # A gather might be spared by running some contracted labels as batch labels and
@@ -312,7 +313,26 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
     x_view, y_view, result = _matmul_views(lx, ly, layout, extents)
     return Step(**common, batch=layout.batch, contract=layout.contract, result=result,
                 result_shape=tuple(extents[lab] for lab in result), kernel="matmul", einsum=None,
-                x_view=x_view, y_view=y_view, swap=layout.swap, layout=layout, cost_ns=matmul_ns)
+                x_view=x_view, y_view=y_view, swap=layout.swap, layout=layout, cost_ns=matmul_ns,
+                workers=workers)
+
+
+def _split(layout: MatmulLayout, extents: dict[int, int], model: CostModel) -> tuple[int, float]:
+    """(workers, time spared): the parts ``layout``'s stack of products is cut into along its
+    leading axis to run at once (`CostModel.split_products`), and what that spares of the
+    products' time (0.0 run whole)."""
+    stack = layout.batch + layout.left.spread + layout.right.spread
+    if not stack:
+        return 1, 0.0
+    ext = extents.__getitem__
+    calls = math.prod(map(ext, stack))
+    rows, cols = math.prod(map(ext, layout.left.free)), math.prod(map(ext, layout.right.free))
+    depth = math.prod(map(ext, layout.contract))
+    products = model.matmul_ns(calls, rows, depth, cols)
+    if layout.right.transposed and calls > 1:
+        products += model.batched_right_transpose_ns(calls, rows, cols)
+    workers, split = model.split_products(extents[stack[0]], calls, rows, depth, cols, products)
+    return workers, products - split
 
 
 def _matmul_views(lx: Labels, ly: Labels, layout: MatmulLayout,
