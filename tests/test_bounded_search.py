@@ -148,3 +148,11 @@ def test_the_floor_bounds_every_layout_of_a_product_from_below():
     worse = replace(model.profile, thread_gain=-0.5)
     assert NumpyCostModel(worse).contraction_floor_ns(4, 64, 32, 48) <= NumpyCostModel(worse).matmul_ns(
         4, 64, 32, 48)
+    # a stack split over the threads (decision 63): the floor stays below its split price,
+    # even with the hand-over free and the split gaining more than BLAS's threads
+    split = NumpyCostModel(replace(model.profile, blas_threads=4, ns_per_split=0.0, split_gain=0.9,
+                                   thread_gain=0.2))
+    products = split.matmul_ns(64, 64, 32, 48)
+    workers, priced = split.split_products(64, 64, 64, 32, 48, products)
+    assert workers == 4 and priced < products
+    assert split.contraction_floor_ns(64, 64, 32, 48) <= priced

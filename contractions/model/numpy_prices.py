@@ -177,12 +177,13 @@ class NumpyCostModel:
     def contraction_floor_ns(self, batch: int, rows: int, contract: int, cols: int) -> float | None:
         # Any matmul layout runs at least ``batch`` products of at most these sizes (spread
         # labels only add calls and re-read factors; a promoted label adds calls), each at
-        # most `thread_speedup`'s best; einsum's loop at its cheaper rate per multiply-add.
+        # most `thread_speedup`'s best, or its stack split over the threads at most
+        # `split_products`' best; einsum's loop at its cheaper rate per multiply-add.
         # Every other term of a step's price (gathers, reads past the caches, transposes,
         # sums) is a price of elements, at least 0.
         p = self.profile
         macs = batch * rows * contract * cols
-        fastest = max(1.0, 1.0 + p.thread_gain * (p.blas_threads - 1))
+        fastest = max(1.0, 1.0 + max(p.thread_gain, p.split_gain) * (p.blas_threads - 1))
         products = (batch * max(p.ns_per_matmul_call, 0.0) + max(p.ns_per_mac, 0.0) * macs
                     + max(p.ns_per_matrix_element, 0.0) * batch
                     * (rows * contract + contract * cols + rows * cols)) / fastest
