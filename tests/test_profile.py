@@ -260,9 +260,9 @@ def test_a_cores_flops_a_cycle_follow_its_widest_vectors(flags, per_cycle):
 
 
 @pytest.mark.parametrize(("machine", "peak"), [
-    (Machine(cores=2, threads=2, core_flops_per_ns=39.0), 78.0),
-    (Machine(cores=8, threads=1, core_flops_per_ns=40.0), 40.0),     # BLAS on one thread
-    (Machine(cores=2, threads=16, core_flops_per_ns=40.0), 80.0),    # more threads than cores
+    (Machine(cores=2, threads=2, core_flops_per_ns=40.0), 72.0),     # 9/10 of the data sheet
+    (Machine(cores=8, threads=1, core_flops_per_ns=40.0), 36.0),     # BLAS on one thread
+    (Machine(cores=2, threads=16, core_flops_per_ns=40.0), 72.0),    # more threads than cores
     (Machine(cores=2, threads=2), Profile.peak_flops_per_ns),        # no estimate: as fitted
 ])
 def test_the_builtin_peak_is_the_cpus_estimate_on_the_cores_blas_uses(machine, peak):
@@ -287,8 +287,8 @@ def test_a_flop_bound_step_is_priced_at_the_builtin_peak_at_least():
     plan = make_plan("Ab,bc->Ac", ((4, 256, 512), (512, 512)), ())
     flops = 2 * 4 * 256 * 512 * 512
     priced = make_schedule(plan, memory_limit=None, cost_model=slow).steps[0].cost_ns
-    assert priced >= flops / 40.0
-    assert make_schedule(plan, memory_limit=None, cost_model=fast).steps[0].cost_ns < flops / 40.0
+    assert priced >= flops / 36.0
+    assert make_schedule(plan, memory_limit=None, cost_model=fast).steps[0].cost_ns < flops / 36.0
 
 
 def test_a_profile_file_keeps_the_machines_estimated_peak(tmp_path):
