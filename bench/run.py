@@ -169,10 +169,11 @@ def measure_case(case: Case, batch_seconds: float, repeats: int, measure_memory:
             case.subscripts, *case.shapes, memory_limit=None,
             **{f"len_{g}": n for g, n in case.supplements}).compiled("numpy")
         funcs["unbounded"] = lambda: unbounded(*arrays)
-    if len(numpy_backend.routes(expression.schedule)) > 1:
+    offered = len(numpy_backend.routes(expression.schedule))
+    if offered > 1:
         # a large call measures its route on its first calls (docs/backends.md): timed settled
         for name in ("contract", "program"):
-            for _ in range(2 * measured.HOST_ROUNDS * measured.HOST_RUN + 8):   # (a cheap tier's calls first)
+            for _ in range(offered * measured.HOST_ROUNDS * measured.HOST_RUN + 8):   # (a cheap tier's calls first)
                 funcs[name]()
     measure_memory = measure_memory and case.size in MEMORY_SIZES
     fast = {}

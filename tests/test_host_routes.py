@@ -323,3 +323,34 @@ def test_a_measured_route_is_recalled_from_the_plan_store_without_timing(measure
         assert numpy_backend.measured_route(schedule) == "einsum"
     finally:
         store_module.reset_active_store()
+
+
+# ------------------------------------------------------------------- a split stack, or whole
+def test_a_split_stack_is_measured_against_the_same_steps_run_whole(measure_all, monkeypatch):
+    # whether another core is free for a split stack is the machine's (dev/decisions.md 63):
+    # a schedule that splits one offers its steps run whole as a route, and keeps it if faster
+    from contractions.backends import BackendOptions
+    from contractions.backends import workers as workers_module
+
+    splitting = NumpyCostModel(dataclasses.replace(Profile(), blas_threads=2, split_min_macs=1, ns_per_split=0.0))
+    string, shapes = "Cab,Cbc->Cac", ((16, 40, 30), (16, 30, 50))
+    plan = make_plan(string, shapes, ())
+    schedule = make_schedule(plan, memory_limit=None, cost_model=splitting)
+    assert schedule.steps[0].workers == 2
+    assert numpy_backend.routes(schedule) == ("steps", "whole", "einsum")
+    split_calls = []
+    real = workers_module.split_matmul
+    monkeypatch.setattr(numpy_backend, "split_matmul", lambda *a: split_calls.append(1) or real(*a))
+    fake = clock(monkeypatch, {"steps": 2.0, "whole": 1.0, "einsum": 3.0})
+    run = numpy_backend.compile(plan, schedule, BackendOptions())
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+    for _ in range(3 * measured.HOST_ROUNDS * measured.HOST_RUN + 2):
+        np.testing.assert_allclose(run(x, y), x @ y, rtol=1e-12, atol=1e-12)
+    assert set(fake.timed) == {"steps", "whole", "einsum"}
+    assert numpy_backend.measured_route(schedule) == "whole"
+    split_calls.clear()
+    assert np.array_equal(run(x, y), numpy_backend.compile(plan, schedule, BackendOptions(), route="whole")(x, y))
+    assert split_calls == []                     # the kept route runs every stack whole
+    assert "measured: these steps with every stack whole" in "\n".join(
+        numpy_backend.describe(plan, schedule, BackendOptions()))

@@ -246,21 +246,32 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
             "or run it on torch or JAX")
     ops = _OBJECT_SAFE_OPS if _has_scalar_step(schedule) else NUMPY_OPS
     target = options.preferred_element_type
-    # With a target dtype the schedule converts the operands (per block when blocked; its peak
-    # counts the copies).
-    run = _numpy_conventions(compile_schedule(schedule, ops, None if target is None else np.dtype(target)),
-                             schedule, half_in_single=target is None)
+
+    def compiled(ops: ArrayOps) -> Callable[..., Any]:
+        # With a target dtype the schedule converts the operands (per block when blocked; its
+        # peak counts the copies).
+        return _numpy_conventions(compile_schedule(schedule, ops, None if target is None else np.dtype(target)),
+                                  schedule, half_in_single=target is None)
+
+    run = compiled(ops)
     if route == "einsum":
         return _einsum_route(schedule, run)
-    if route is not None or target is not None or len(routes(schedule)) == 1 or not measuring():
+    if route == "whole":
+        return compiled(dataclasses.replace(ops, matmul_split=None))
+    names = routes(schedule)
+    if route is not None or target is not None or len(names) == 1 or not measuring():
         return run
-    steps, einsum = run, _einsum_route(schedule, run)
+    candidates = [("steps", run)]
+    if "whole" in names:
+        candidates.append(("whole", compiled(dataclasses.replace(ops, matmul_split=None))))
+    if "einsum" in names:
+        candidates.append(("einsum", _einsum_route(schedule, run)))
 
     def settle(chosen: Callable[..., Any]) -> None:
         nonlocal run
         run = chosen
 
-    chooser = MeasuredRoute([("steps", steps), ("einsum", einsum)], "steps", settle, sync=_no_sync,
+    chooser = MeasuredRoute(candidates, "steps", settle, sync=_no_sync,
                             key=_key(schedule), measures=_measurable, where=_host_name, host=True)
     run = chooser.entry()
 
@@ -291,11 +302,13 @@ _MEASURED_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "comple
 
 def routes(schedule: Schedule) -> tuple[str, ...]:
     """The routes a numpy call of ``schedule`` chooses between by measurement on its first
-    calls: ``('steps',)`` alone, or with ``'einsum'`` (np.einsum along the schedule's path,
-    numpy's own pairwise run) for an unblocked pairwise schedule of C operands (no size-1
-    broadcasting, not a 0-d result) modelled at `MEASURE_MIN_NS` or more whose einsum run
-    stays within the schedule's memory limit (`framework_path_peak`).  Which of the two is
-    faster moves with the CPU and its BLAS (dev/decisions.md 61), so it is timed, not priced.
+    calls, for an unblocked pairwise schedule (not a 0-d result) modelled at `MEASURE_MIN_NS`
+    or more: ``'steps'`` (the model's pick); ``'whole'``, the same steps with every stack of
+    products run whole, where the schedule splits one over the cores (`Step.workers`: whether
+    the other cores are free is the machine's, decision 63); and ``'einsum'`` (np.einsum along
+    the schedule's path, numpy's own pairwise run) for C operands with no size-1 broadcasting
+    whose einsum run stays within the schedule's memory limit (`framework_path_peak`).  Which
+    is faster moves with the CPU and its BLAS (dev/decisions.md 61), so it is timed, not priced.
 
     >>> from contractions.plan import make_plan
     >>> from contractions.schedule import make_schedule
@@ -304,19 +317,21 @@ def routes(schedule: Schedule) -> tuple[str, ...]:
     >>> routes(make_schedule(make_plan('ab,bc->ac', ((4, 5), (5, 6)), ())))
     ('steps',)
     """
-    if (schedule.strategy != "pairwise" or schedule.blocking is not None or schedule.einsum is None
-            or schedule.layouts is not None or schedule.cost_ns < MEASURE_MIN_NS
-            or not schedule.output_shape or len(schedule.inputs) < 2
-            or any(len(pair) != 2 for pair in schedule.path)):
+    if (schedule.strategy != "pairwise" or schedule.blocking is not None
+            or schedule.cost_ns < MEASURE_MIN_NS or not schedule.output_shape or len(schedule.inputs) < 2):
         return ("steps",)
+    found: tuple[str, ...] = ("steps", "whole") if any(s.workers > 1 for s in schedule.steps) else ("steps",)
+    if (schedule.einsum is None or schedule.layouts is not None
+            or any(len(pair) != 2 for pair in schedule.path)):
+        return found
     extent = schedule.extents.__getitem__
     if any(n != extent(label) for term, shape in zip(schedule.inputs, schedule.shapes)
            for label, n in zip(term, shape)):
-        return ("steps",)   # (a size-1 axis broadcast against a longer one)
+        return found   # (a size-1 axis broadcast against a longer one)
     limit = schedule.memory_limit
     if limit is not None and framework_path_peak(schedule, PAIRS_AS_VIEWS) > limit:
-        return ("steps",)
-    return ("steps", "einsum")
+        return found
+    return (*found, "einsum")
 
 
 def _einsum_route(schedule: Schedule, steps: Callable[..., Any]) -> Callable[..., Any]:
@@ -459,11 +474,17 @@ def describe(plan: Any, schedule: Schedule, options: Any) -> list[str]:
     """What runs, for ``explain``: the schedule's steps, and where the route is measured on the
     first calls (`routes`), that line."""
     lines = describe_schedule(schedule, plan.expansion.readable_symbol)
-    if options.preferred_element_type is None and len(routes(schedule)) > 1 and measuring():
+    names = routes(schedule)
+    if options.preferred_element_type is None and len(names) > 1 and measuring():
         known = measured_route(schedule)
-        what = {"steps": "these steps", "einsum": "np.einsum along the path"}
+        what = {"steps": "these steps", "whole": "these steps with every stack whole",
+                "einsum": "np.einsum along the path"}
+        offered = [what[name] for name in names]
+        if "einsum" in names:
+            offered[-1] += (f" (which may hold {framework_path_peak(schedule, PAIRS_AS_VIEWS):,} elements "
+                            "beyond operands and result)")
         lines.append("route: chosen by measurement on this shape's first calls (float and complex operands), "
-                     "the faster of these steps and np.einsum along the path (which may hold "
-                     f"{framework_path_peak(schedule, PAIRS_AS_VIEWS):,} elements beyond operands and result)"
+                     + ("the faster of " if len(names) == 2 else "the fastest of ")
+                     + ", ".join(offered[:-1]) + " and " + offered[-1]
                      + (f"; measured: {what[known]}" if known else ""))
     return lines
