@@ -224,10 +224,9 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL,
             + model.matmul_ns(calls, rows, nk, cols))
     if q.transposed and calls > 1:
         cost += model.batched_right_transpose_ns(calls, rows, cols)
-    if not step.reduce:
-        cost -= _split(lay, ext, model)[1]   # (a block re-lowered at these extents splits so)
     if step.reduce:
         return cost + reduce_ns(result * size_of(step.reduce, ext), result, final, model)
+    cost -= _split(lay, ext, model)[1]   # (a block re-lowered at these extents splits so)
     return cost + (model.result_buffer_ns(result) if final else model.fresh_buffer_ns(result))
 
 
