@@ -10,7 +10,7 @@ renders a schedule as lines, and `Explanation` holds a whole ``explain`` report 
 >>> step.kernel, step.result_shape, step.flops
 ('matmul', (8, 20, 40), 384000)
 >>> print(step)  # doctest: +ELLIPSIS
-step 1: (0, 1) matmul [view @ view] Aij,Ajk->Aik batch A contract j; result (8, 20, 40); ...
+step 1: (0, 1) matmul [view @ view] Aij,Ajk->Aik batch A contract j...; result (8, 20, 40); ...
 """
 
 from __future__ import annotations
