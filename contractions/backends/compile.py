@@ -228,15 +228,16 @@ def _step_fn(step: Step, specs: StepSpecs | None, ops: ArrayOps, shapes: _Shapes
         vx, vy = _view_fn(step.x_view, x_spec, ops, shapes, scratch[0]), _view_fn(step.y_view, y_spec, ops, shapes, scratch[1])
         reshape = ops.reshape
         matmul = ops.matmul_c if intermediate and ops.matmul_c is not None else ops.matmul
-        if intermediate and scratch[2] and ops.scratch_matmul is not None and not step.reduce:
-            matmul = functools.partial(_into_scratch, ops.scratch_matmul, scratch[2])
+        capacity = scratch[2] if intermediate and ops.scratch_matmul is not None and not step.reduce else 0
         if step.workers > 1 and ops.matmul_split is not None:
-            # (a scratch buffer where one was chosen, else a fresh C array: the same shape)
-            capacity = scratch[2] if intermediate and not step.reduce and ops.scratch_matmul is not None else 0
+            # (into the scratch buffer where one was chosen, else a fresh C array)
             split, workers = ops.matmul_split, step.workers
 
             def matmul(x: Any, y: Any) -> Any:
                 return split(x, y, workers, capacity)
+
+        elif capacity and ops.scratch_matmul is not None:
+            matmul = functools.partial(_into_scratch, ops.scratch_matmul, capacity)
         if step.reduce:
             # promoted contracted labels: the product keeps them as batch axes, then sums them
             w, axes, total = shapes.slot(step.wide_shape, wide_spec), step.reduce_axes, ops.sum

@@ -253,17 +253,18 @@ def compile(plan: Any, schedule: Schedule, options: Any, route: str | None = Non
         return _numpy_conventions(compile_schedule(schedule, ops, None if target is None else np.dtype(target)),
                                   schedule, half_in_single=target is None)
 
+    whole = dataclasses.replace(ops, matmul_split=None)   # (every stack run whole)
+    if route == "whole":
+        return compiled(whole)
     run = compiled(ops)
     if route == "einsum":
         return _einsum_route(schedule, run)
-    if route == "whole":
-        return compiled(dataclasses.replace(ops, matmul_split=None))
     names = routes(schedule)
     if route is not None or target is not None or len(names) == 1 or not measuring():
         return run
     candidates = [("steps", run)]
     if "whole" in names:
-        candidates.append(("whole", compiled(dataclasses.replace(ops, matmul_split=None))))
+        candidates.append(("whole", compiled(whole)))
     if "einsum" in names:
         candidates.append(("einsum", _einsum_route(schedule, run)))
 

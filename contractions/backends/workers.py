@@ -26,6 +26,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 __all__ = ["split_matmul"]
 
 _BUSY = threading.Lock()          # held while a split runs: the next one runs whole
@@ -59,8 +61,6 @@ def split_matmul(x: Any, y: Any, workers: int, out: Any) -> Any:
     """``np.matmul(x, y, out=out)`` with the stack's leading axis cut into ``workers`` parts
     run at once; whole where the stack has fewer entries, for object arrays (no BLAS, the GIL
     held) or while another split runs.  Returns ``out``."""
-    import numpy as np
-
     lead = out.shape[0] if out.ndim > 2 else 1
     parts = min(workers, lead)
     if parts < 2 or x.dtype.hasobject or y.dtype.hasobject or not _BUSY.acquire(blocking=False):

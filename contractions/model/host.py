@@ -68,15 +68,22 @@ def blas_threads() -> int:
     return cores()
 
 
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, ...]:
+    """The lines of ``/proc/cpuinfo`` (none where there is no such file), read once: the
+    model name, clock and flags all come from it."""
+    try:
+        with open("/proc/cpuinfo", errors="replace") as f:
+            return tuple(f)
+    except OSError:
+        return ()
+
+
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else the platform's processor)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    for line in _cpuinfo():
+        if line.lower().startswith(("model name", "hardware", "cpu model")):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
@@ -110,13 +117,12 @@ def clock_ghz() -> float:
     except (OSError, ValueError):
         pass
     fastest = 0.0
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("cpu mhz"):
-                    fastest = max(fastest, float(line.split(":", 1)[1]) / 1e3)
-    except (OSError, ValueError):
-        pass
+    for line in _cpuinfo():
+        if line.lower().startswith("cpu mhz"):
+            try:
+                fastest = max(fastest, float(line.split(":", 1)[1]) / 1e3)
+            except ValueError:
+                pass
     return fastest
 
 
@@ -125,16 +131,10 @@ def core_peak_flops_per_ns() -> float:
     clock (`flops_per_cycle` x `clock_ghz`); 0.0 where either is unknown (not Linux, say).
     Read off the data sheet, not measured (dev/decisions.md 62: 39 a core estimated on an
     AMD EPYC VM whose two cores ``contractions calibrate`` measured at 74 together)."""
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("flags", "features")):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        return 0.0
-    return flops_per_cycle(flags) * clock_ghz()
+    for line in _cpuinfo():
+        if line.lower().startswith(("flags", "features")):
+            return flops_per_cycle(set(line.split(":", 1)[1].split())) * clock_ghz()
+    return 0.0
 
 
 def blas_name() -> str:

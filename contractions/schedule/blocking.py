@@ -26,6 +26,7 @@ from .lowering import (
     _split,
     broadcast_step_ns,
     lower_candidates,
+    products_ns,
     reduce_ns,
     reextent,
 )
@@ -215,18 +216,13 @@ def _step_cost(step: Step, ext: dict[int, int], model: CostModel = NUMPY_MODEL,
     if step.kernel == "einsum" or step.layout is None:
         return einsum_step_ns((lx, ly), step.result, ext, model, final)
     lay = step.layout
-    p, q = lay.left, lay.right
-    calls = size_of(lay.batch, ext) * size_of(p.spread, ext) * size_of(q.spread, ext)
-    rows, cols, nk = size_of(p.free, ext), size_of(q.free, ext), size_of(lay.contract, ext)
     lp, lq = (ly, lx) if lay.swap else (lx, ly)
-    cost = (factor_read_ns(lp, lay.batch, lay.contract, p, True, ext, model)
-            + factor_read_ns(lq, lay.batch, lay.contract, q, False, ext, model)
-            + model.matmul_ns(calls, rows, nk, cols))
-    if q.transposed and calls > 1:
-        cost += model.batched_right_transpose_ns(calls, rows, cols)
+    products = products_ns(lay, ext, model)
+    cost = (factor_read_ns(lp, lay.batch, lay.contract, lay.left, True, ext, model)
+            + factor_read_ns(lq, lay.batch, lay.contract, lay.right, False, ext, model) + products)
     if step.reduce:
         return cost + reduce_ns(result * size_of(step.reduce, ext), result, final, model)
-    cost -= _split(lay, ext, model)[1]   # (a block re-lowered at these extents splits so)
+    cost -= _split(lay, ext, model, products)[1]   # (a block re-lowered at these extents splits so)
     return cost + (model.result_buffer_ns(result) if final else model.fresh_buffer_ns(result))
 
 

@@ -55,11 +55,10 @@ class ExplainedStep:
         detail = f" {self.einsum!r}" if self.kernel == "einsum" else ""
         if self.layout is not None:
             detail = f" [{self.layout[0]} @ {self.layout[1]}]"
-        summed = f" (as batch, then summed: {self.reduce})" if self.reduce else ""
-        if self.workers > 1:
-            summed += f" (stack in {self.workers} parts at once)"
+        notes = (f" (as batch, then summed: {self.reduce})" if self.reduce else "") + (
+            f" (stack in {self.workers} parts at once)" if self.workers > 1 else "")
         return (f"step {self.number}: {self.operands} {self.kernel}{detail} {self.x_labels},{self.y_labels}"
-                f"->{self.result} batch {self.batch} contract {self.contract}{summed}; "
+                f"->{self.result} batch {self.batch} contract {self.contract}{notes}; "
                 f"result {self.result_shape}; {self.flops:,} FLOPs; model {self.cost_ns / 1e3:.3g} us")
 
 

@@ -317,21 +317,31 @@ def _step(operands: tuple[int, int], lx: Labels, ly: Labels, keep: set[int],
                 workers=workers)
 
 
-def _split(layout: MatmulLayout, extents: dict[int, int], model: CostModel) -> tuple[int, float]:
+def products_ns(layout: MatmulLayout, extents: dict[int, int], model: CostModel) -> float:
+    """The modelled time of ``layout``'s stack of products run whole: the stacked products
+    and, for a column-major right factor, their transposed-read extra."""
+    ext = extents.__getitem__
+    calls = math.prod(map(ext, layout.batch + layout.left.spread + layout.right.spread))
+    rows, cols = math.prod(map(ext, layout.left.free)), math.prod(map(ext, layout.right.free))
+    products = model.matmul_ns(calls, rows, math.prod(map(ext, layout.contract)), cols)
+    if layout.right.transposed and calls > 1:
+        products += model.batched_right_transpose_ns(calls, rows, cols)
+    return products
+
+
+def _split(layout: MatmulLayout, extents: dict[int, int], model: CostModel,
+           products: float | None = None) -> tuple[int, float]:
     """(workers, time spared): the parts ``layout``'s stack of products is cut into along its
     leading axis to run at once (`CostModel.split_products`), and what that spares of the
-    products' time (0.0 run whole)."""
+    products' time (``products``: `products_ns`, where the caller has it; 0.0 run whole)."""
     stack = layout.batch + layout.left.spread + layout.right.spread
     if not stack:
         return 1, 0.0
     ext = extents.__getitem__
-    calls = math.prod(map(ext, stack))
-    rows, cols = math.prod(map(ext, layout.left.free)), math.prod(map(ext, layout.right.free))
-    depth = math.prod(map(ext, layout.contract))
-    products = model.matmul_ns(calls, rows, depth, cols)
-    if layout.right.transposed and calls > 1:
-        products += model.batched_right_transpose_ns(calls, rows, cols)
-    workers, split = model.split_products(extents[stack[0]], calls, rows, depth, cols, products)
+    products = products_ns(layout, extents, model) if products is None else products
+    workers, split = model.split_products(
+        extents[stack[0]], math.prod(map(ext, stack)), math.prod(map(ext, layout.left.free)),
+        math.prod(map(ext, layout.contract)), math.prod(map(ext, layout.right.free)), products)
     return workers, products - split
 
 
