@@ -8,7 +8,11 @@ them, by least squares on relative error, as the development machine's prices we
   ``ns_per_matmul_call``, ``ns_per_mac``, ``ns_per_matrix_element`` (and the fixed cost of one
   ``np.matmul`` call, fitted apart so it does not leak into them); the same stacks with a
   column-major right factor: ``ns_per_batched_right_transpose_element``;
-* large products, split over the BLAS threads in effect: ``thread_gain``;
+* large products, split over the BLAS threads in effect: ``thread_gain`` (at most 1: a thread
+  adds at most a core);
+* stacks of products too small for BLAS to thread, whole against cut over the cores
+  (`contractions.backends.workers.split_matmul`): ``split_gain`` and ``ns_per_split``
+  (`split_prices`; a machine where the cut does not pay gets a gain of 0, so no stack is cut);
 * writes into fresh pages against the same writes into warm ones: ``ns_per_fresh_element``;
   gathers of a transposed view, plus that first touch: ``ns_per_copied_element`` (a copied
   element's price holds its fresh page, as the model assumes);
@@ -265,7 +269,43 @@ class _Run:
             speedup = model.matmul_ns(1, side, side, side) / (seconds * 1e9)
             gains.append((speedup - 1) / (used - 1))
         if gains:
-            self.keep("thread_gain", float(np.median(gains)))
+            gain = float(np.median(gains))
+            if gain > 1.0:
+                # (the single-thread price comes from the in-cache fit, which large products
+                # beat: a thread beyond the first adds at most one core's work)
+                self.log(f"    thread_gain: measured {gain:.2f}, more than a core a thread; kept 1")
+                gain = 1.0
+            self.keep("thread_gain", gain)
+
+    def splits(self) -> None:
+        # Stacks whose products BLAS runs on one thread (`Profile.split_min_macs` to
+        # `split_max_macs`), run whole and cut over the BLAS threads as the numpy backend cuts
+        # them, each pair timed side by side at three stack sizes (`split_prices` fits them).
+        from .backends.workers import split_matmul
+
+        threads = self.base.blas_threads
+        if threads <= 1:
+            self.log("    one BLAS thread: no stack is cut, kept the defaults")
+            return
+        shapes = ((32, 32, 32), (48, 64, 8), (64, 64, 64))
+        totals = (1 << 22, 1 << 24, 1 << 26)[:self.budget.threaded]   # multiply-adds a stack
+        cases = [(shape, total) for shape in shapes for total in totals
+                 if self.base.split_min_macs <= math.prod(shape) < self.base.split_max_macs]
+        whole, split = [], []
+        for done, ((m, k, n), total) in enumerate(cases):
+            self.tick(done, len(cases))
+            calls = max(2 * threads, total // (m * k * n))
+            a, b = self.rng.standard_normal((calls, m, k)), self.rng.standard_normal((calls, k, n))
+            out = np.empty((calls, m, n))
+            one = functools.partial(np.matmul, a, b, out=out)
+            cut = functools.partial(split_matmul, a, b, threads, out)
+            # (the shorter of two rounds each: a shared machine only ever adds time)
+            whole.append(min(self.time(one), self.time(one)) * 1e9)
+            split.append(min(self.time(cut), self.time(cut)) * 1e9)
+        gain, handover = split_prices(whole, split, threads)
+        self.log(f"    {threads} threads: a stack cut over them runs {1 + gain * (threads - 1):.2f}x "
+                 f"as fast, plus {handover / 1000:.0f} us to hand it over")
+        self.prices["split_gain"], self.prices["ns_per_split"] = gain, handover
 
     def copies(self) -> None:
         # fresh pages: the same contiguous write into a new array and into a warm one; 40 MiB,
@@ -404,6 +444,7 @@ def calibrate(budget: Budget = QUICK, log: Callable[[str], None] = print,
         log = logged
     run = _Run(budget, log, base, progress)
     stages = [("BLAS products in cache", run.products), ("threaded products", run.threads),
+              ("stacks cut over the cores", run.splits),
               ("gathers and fresh pages", run.copies), ("reads past the caches", run.streaming),
               ("the roofline: bandwidths and peak", run.roofline),
               ("numpy's einsum loop", run.einsum_loop), ("per-call and per-step Python", run.python_costs)]
@@ -440,6 +481,25 @@ def walk_prices(extra: dict[tuple[int, int], tuple[float, int]]) -> dict[str, fl
     line = max(0.0, (six_lines - one_line) / 5)   # (0: a run's further lines stream as it is read)
     return {"ns_per_far_line": round(line, 6), "ns_per_far_run": round(one_line - line, 6),
             "ns_per_near_run": round(extra[32, 8][0] * 1e9 / extra[32, 8][1], 6)}
+
+
+def split_prices(whole_ns: list[float], split_ns: list[float], workers: int) -> tuple[float, float]:
+    """(``split_gain``, ``ns_per_split``) from stacks timed whole (``whole_ns``) and cut over
+    ``workers`` threads (``split_ns``), as the model prices a cut stack:
+    ``whole / (1 + gain * (workers - 1)) + handover``, fitted by least squares on relative
+    error.  The gain is held to 0..1 (a thread adds at most a core) and the hand-over to
+    0 or more; a gain of 0 is a measured answer (the cut does not pay here), not a failed fit.
+
+    >>> split_prices([1e5, 1e6, 1e7], [1e5 / 1.5 + 3e4, 1e6 / 1.5 + 3e4, 1e7 / 1.5 + 3e4], 2)
+    (0.5, 30000.0)
+    >>> split_prices([1e5, 1e6], [1.2e5, 1.1e6], 2)[0]
+    0.0
+    """
+    share, handover = fit_relative(np.column_stack([whole_ns, np.ones(len(whole_ns))]), np.array(split_ns) / 1e9)
+    if handover < 0:   # (no fixed part: the cut's share alone)
+        (share,), handover = fit_relative(np.array(whole_ns, dtype=float)[:, None], np.array(split_ns) / 1e9), 0.0
+    gain = (1.0 / share - 1.0) / (workers - 1) if share > 0 else 0.0
+    return round(min(1.0, max(0.0, float(gain))), 6), round(float(handover), 3)
 
 
 def _nnls(a: np.ndarray, b: np.ndarray, rounds: int = 50) -> np.ndarray:

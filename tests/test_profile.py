@@ -183,7 +183,8 @@ def test_calibrate_writes_a_valid_profile_of_this_machine(tmp_path, monkeypatch,
     target = tmp_path / "measured.json"
     assert cli.main(["calibrate", "--quick", "--output", str(target)]) == 0
     out = capsys.readouterr().out
-    assert "[1/7] BLAS products in cache ..." in out and "[7/7]" in out
+    assert "[1/8] BLAS products in cache ..." in out and "[8/8]" in out
+    assert "stacks cut over the cores" in out
     assert "the roofline: bandwidths and peak" in out
     assert f"wrote {target}" in out and f"{ENVIRONMENT_VARIABLE}={target}" in out
     measured = load_profile(target)
@@ -233,6 +234,46 @@ def test_calibrate_measures_strided_walks_past_the_caches(capsys):
     assert set(run.prices) <= {"ns_per_far_run", "ns_per_far_line", "ns_per_near_run"}
     assert {"ns_per_far_run", "ns_per_near_run"} <= set(run.prices) or "kept the default" in capsys.readouterr().out
     assert all(math.isfinite(v) and v >= 0 for v in run.prices.values())
+
+
+def test_split_prices_recover_the_gain_and_hand_over_of_a_cut_stack():
+    from contractions.calibrate import split_prices
+
+    whole = [2e5, 1e6, 5e6, 2e7]
+    # three threads, each past the first adding 0.8 of a core, 40 us to hand over; +-3% noise
+    noise = [1.03, 0.97, 1.02, 0.98]
+    cut = [w / (1 + 0.8 * 2) * e + 4e4 for w, e in zip(whole, noise)]
+    gain, handover = split_prices(whole, cut, 3)
+    assert gain == pytest.approx(0.8, abs=0.05) and handover == pytest.approx(4e4, rel=0.5)
+    # no faster cut: a gain of 0 (the model then never cuts), never negative
+    assert split_prices(whole, [w * 1.1 for w in whole], 2)[0] == 0.0
+    # faster than a core a thread (a noisy whole): held to 1
+    assert split_prices(whole, [w / 3 for w in whole], 2) == (1.0, 0.0)
+
+
+def test_calibrate_prices_the_cut_of_a_stack_on_the_cores_blas_uses(capsys):
+    from contractions import calibrate
+
+    two = calibrate._Run(calibrate.TINY, print, replace(Profile(), blas_threads=2))
+    two.splits()
+    assert 0.0 <= two.prices["split_gain"] <= 1.0 and two.prices["ns_per_split"] >= 0.0
+    assert "2 threads: a stack cut over them runs" in capsys.readouterr().out
+    one = calibrate._Run(calibrate.TINY, print, replace(Profile(), blas_threads=1))
+    one.splits()
+    assert one.prices == {} and "one BLAS thread: no stack is cut" in capsys.readouterr().out
+    # a measured gain of 0 turns the cut off in the model
+    model = NumpyCostModel(replace(Profile(), blas_threads=2, split_gain=0.0, ns_per_split=0.0))
+    assert model.split_products(8, 64, 32, 32, 32, 1e6) == (1, 1e6)
+
+
+def test_calibrate_holds_the_thread_gain_to_a_core_a_thread(capsys):
+    from contractions import calibrate
+
+    run = calibrate._Run(calibrate.TINY, print, replace(Profile(), blas_threads=2))
+    run.time = lambda func: 1e-9   # (threaded products "measured" far faster than the model)
+    run.threads()
+    assert run.prices["thread_gain"] == 1.0
+    assert "more than a core a thread; kept 1" in capsys.readouterr().out
 
 
 def test_calibrate_times_the_engine_with_no_plan_store(monkeypatch):

@@ -103,7 +103,8 @@ class Profile:
     # A stack of products each below `split_max_macs` (OpenBLAS's own threading threshold)
     # runs on one core: its leading axis is cut into one part per BLAS thread, run at once,
     # each part past the first adding `split_gain` of one's speed, for `ns_per_split` of
-    # hand-over (a pool thread's wake-up: 64 us measured on the VM).  Below `split_min_macs`
+    # hand-over (a pool thread's wake-up: 64 us measured on the VM; both measured by
+    # `contractions calibrate`, a gain of 0 where the cut does not pay).  Below `split_min_macs`
     # multiply-adds a product, the parts contend (OpenBLAS's buffer lock, we suppose: 165-5,184
     # ran 0.6-1.4x split, 24,576-373,248 1.3-1.9x; decision 63).
     split_max_macs: int = 1 << 19
