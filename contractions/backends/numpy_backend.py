@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ContractionError, quoted
+from ..model.host import cpu_model
 from ..schedule import Schedule, describe_schedule, framework_path_peak, schedule_labels
 from .compile import ArrayOps, compile_schedule
 from .compile import compile_any_extents as compile_any_extents_with
@@ -370,18 +370,10 @@ def _key(schedule: Schedule) -> tuple[Any, ...]:
 
 @functools.lru_cache(maxsize=1)
 def cpu_name() -> str:
-    """This host's CPU model and count (``/proc/cpuinfo``'s model name where there is one), the
-    device name a measured route is kept under in the plan store."""
-    name = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    name = line.partition(":")[2].strip()
-                    break
-    except OSError:
-        pass
-    return f"{name or platform.processor() or platform.machine()} x{os.cpu_count()}"
+    """This host's CPU model and count (`contractions.model.host.cpu_model`: ``/proc/cpuinfo``'s
+    model name where there is one), the device name a measured route is kept under in the plan
+    store."""
+    return f"{cpu_model()} x{os.cpu_count()}"
 
 
 def _host_name(arrays: Sequence[Any]) -> str:
