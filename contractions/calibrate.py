@@ -16,8 +16,8 @@ them, by least squares on relative error, as the development machine's prices we
 * writes into fresh pages against the same writes into warm ones: ``ns_per_fresh_element``;
   gathers of a transposed view, plus that first touch: ``ns_per_copied_element`` (a copied
   element's price holds its fresh page, as the model assumes);
-* reading an operand past the caches (full run only, where the last-level cache allows it):
-  ``ns_per_streamed_element``;
+* reading an operand past the caches (arrays of four last-level caches; full run only, where
+  that stays within a GiB): ``ns_per_streamed_element``, and strided walks;
 * numpy's einsum loop, contiguous and strided: ``ns_per_einsum_mac``, ``ns_per_strided_einsum_mac``;
 * compiled programs of one to four steps on tiny operands: ``ns_per_step`` and, with
   ``contract``'s cached lookup (a tiny call against its compiled program), ``ns_per_call``;
@@ -61,6 +61,9 @@ IN_CACHE_ELEMENTS = 1 << 19
 #: `Profile.threaded_product_macs`).
 OPENBLAS_SPLIT_MACS = 1 << 18
 MAX_DIM = 400
+#: The largest array the reads past the caches allocate (1 GiB of float64): a machine whose
+#: last-level cache is larger keeps the built-in memory prices.
+MAX_PAST_CACHE_ELEMENTS = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -330,19 +333,25 @@ class _Run:
         (per,) = fit_relative(np.array(elements, dtype=float)[:, None], np.array(seconds))
         self.keep("ns_per_copied_element", per + fresh)
 
+    def past_caches(self) -> int:
+        """Elements of an array read from memory, not from the last-level cache: four times
+        that cache (`Profile.memory_threshold` is a quarter of it: an array of just the cache's
+        size stays in it between calls and measured a tenth of the streaming price)."""
+        return 16 * self.base.memory_threshold
+
     def streaming(self) -> None:
-        threshold = self.base.memory_threshold
-        if not self.budget.streaming or threshold > (1 << 25):
+        threshold, elements = self.base.memory_threshold, self.past_caches()
+        if not self.budget.streaming or elements > MAX_PAST_CACHE_ELEMENTS:
             self.log("    skipped (a quick run, or a last-level cache too large to outgrow cheaply)")
             return
-        rows = 4 * threshold // 64
-        big = self.rng.standard_normal((rows, 64))
+        big = self.rng.standard_normal((elements // 64, 64))
         small = self.rng.standard_normal((max(1, threshold // 256), 64))
         v = self.rng.standard_normal(64)
-        per_big = self.time(lambda: big @ v) * 1e9 / big.size
+        per_big = self.time(functools.partial(np.matmul, big, v)) * 1e9 / big.size
         per_small = self.time(lambda: small @ v) * 1e9 / small.size
+        del big   # (the walks make arrays of their own)
         self.keep("ns_per_streamed_element", per_big - per_small)
-        self.walks(4 * threshold)
+        self.walks(elements)
 
     def walks(self, elements: int) -> None:
         # Strided walks past the caches (`NumpyCostModel.strided_read_ns`): an array of
@@ -374,12 +383,12 @@ class _Run:
     def roofline(self) -> None:
         # The floors every step price keeps (`Profile.cache_bytes_per_ns` and the two below):
         # np.copyto's bytes read plus written, within the caches (arrays of a sixteenth of
-        # `memory_threshold` each) and past them (four times it, skipped on a quick run where
+        # `memory_threshold` each) and past them (`past_caches`, skipped on a quick run where
         # that outgrows 64 MiB); the best square float64 matmul on every BLAS thread.
-        threshold = self.base.memory_threshold
+        threshold, past = self.base.memory_threshold, self.past_caches()
         sizes = [("cache_bytes_per_ns", max(1024, threshold // 16))]
-        if self.budget.streaming or 4 * threshold * 8 <= 64 << 20:
-            sizes.append(("memory_bytes_per_ns", 4 * threshold))
+        if past <= MAX_PAST_CACHE_ELEMENTS and (self.budget.streaming or past * 8 <= 64 << 20):
+            sizes.append(("memory_bytes_per_ns", past))
         for done, (name, n) in enumerate(sizes):
             self.tick(done, len(sizes) + 1)
             source, target = self.rng.standard_normal(n), np.empty(n)

@@ -276,6 +276,20 @@ def test_calibrate_holds_the_thread_gain_to_a_core_a_thread(capsys):
     assert "more than a core a thread; kept 1" in capsys.readouterr().out
 
 
+def test_calibrate_reads_past_the_caches_on_arrays_four_times_the_last_level(monkeypatch, capsys):
+    from contractions import calibrate
+    from contractions.model.profile import builtin_profile
+
+    machine = Machine(cpu="x", cores=2, threads=2, l2_bytes=1 << 20, l3_bytes=32 << 20)
+    run = calibrate._Run(calibrate.FULL, print, builtin_profile(machine))
+    # (an array of just the cache's size stays in it between calls: not a read from memory)
+    assert run.past_caches() * 8 == 4 * machine.l3_bytes
+    # a cache too large to outgrow within the cap keeps the built-in memory prices, and says so
+    monkeypatch.setattr(calibrate, "MAX_PAST_CACHE_ELEMENTS", run.past_caches() - 1)
+    run.streaming()
+    assert run.prices == {} and "skipped" in capsys.readouterr().out
+
+
 def test_calibrate_times_the_engine_with_no_plan_store(monkeypatch):
     from contractions import calibrate
     from contractions.calls import store
