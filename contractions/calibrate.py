@@ -140,7 +140,7 @@ def stack_grid(points: int, threaded_macs: int, seed: int = 0) -> list[tuple[int
 
 class Progress:
     """A one-line progress display, rewritten in place on a terminal ("measuring BLAS products
-    in cache, stage 1/7 [312/2100]"); silent unless ``stream`` (stderr by default) is a TTY, so
+    in cache, stage 1/8 [312/2100]"); silent unless ``stream`` (stderr by default) is a TTY, so
     a piped or redirected run prints nothing extra.  Redrawn at most every ``every`` seconds.
 
     >>> import io

@@ -267,10 +267,10 @@ def test_calibrate_shows_its_progress_on_a_terminal(tmp_path, monkeypatch, capsy
     monkeypatch.setattr("sys.stderr", terminal)
     assert main(["calibrate", "--quick", "--output", str(tmp_path / "profile.json")]) == 0
     shown = terminal.getvalue()
-    assert "\rmeasuring BLAS products in cache, stage 1/7 [0/12]" in shown
-    assert "\rmeasuring BLAS products in cache, stage 1/7 [11/12]" in shown
-    assert "\rmeasuring gathers and fresh pages, stage 3/7 [1/2]" in shown
-    assert "\rmeasuring the roofline: bandwidths and peak, stage 5/7 [1/" in shown
+    assert "\rmeasuring BLAS products in cache, stage 1/8 [0/12]" in shown
+    assert "\rmeasuring BLAS products in cache, stage 1/8 [11/12]" in shown
+    assert "\rmeasuring gathers and fresh pages, stage 4/8 [1/2]" in shown
+    assert "\rmeasuring the roofline: bandwidths and peak, stage 6/8 [1/" in shown
     assert shown.endswith("\r")          # the line is cleared at the end
     assert "\rmeasuring" not in capsys.readouterr().out       # stdout keeps the log lines only
 
