@@ -152,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "'grouped-einsum[plot]'")
     cal = sub.add_parser("calibrate", help="measure this machine's prices and write the profile the "
                                            "planner uses",
-                         description="Measure this machine's prices (BLAS products, copies, einsum's "
-                                     "loop, Python overheads; caches and threads from the OS) and "
+                         description="Measure this machine's prices (BLAS products, stacks cut over the "
+                                     "cores, copies, reads from memory, einsum's loop, Python "
+                                     "overheads; caches and threads from the OS) and "
                                      "write them as the profile the planner uses: the user cache "
                                      "directory by default, CONTRACTIONS_PROFILE=FILE selects another.")
     cal.add_argument("--quick", action="store_true", help="a smaller measurement, under a minute")
