@@ -294,6 +294,9 @@ class _Run:
         totals = (1 << 22, 1 << 24, 1 << 26)[:self.budget.threaded]   # multiply-adds a stack
         cases = [(shape, total) for shape in shapes for total in totals
                  if self.base.split_min_macs <= math.prod(shape) < self.base.split_max_macs]
+        if not cases:   # (a gain fitted to nothing would read as a measured 0 and turn the cut off)
+            self.log("    no measured product size lies in the profile's cut range: kept the defaults")
+            return
         whole, split = [], []
         for done, ((m, k, n), total) in enumerate(cases):
             self.tick(done, len(cases))

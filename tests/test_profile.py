@@ -261,6 +261,11 @@ def test_calibrate_prices_the_cut_of_a_stack_on_the_cores_blas_uses(capsys):
     one = calibrate._Run(calibrate.TINY, print, replace(Profile(), blas_threads=1))
     one.splits()
     assert one.prices == {} and "one BLAS thread: no stack is cut" in capsys.readouterr().out
+    # a cut range that holds none of the measured sizes measures nothing, rather than a gain of 0
+    narrow = calibrate._Run(calibrate.TINY, print, replace(Profile(), blas_threads=2, split_min_macs=1,
+                                                          split_max_macs=2))
+    narrow.splits()
+    assert narrow.prices == {} and "kept the defaults" in capsys.readouterr().out
     # a measured gain of 0 turns the cut off in the model
     model = NumpyCostModel(replace(Profile(), blas_threads=2, split_gain=0.0, ns_per_split=0.0))
     assert model.split_products(8, 64, 32, 32, 32, 1e6) == (1, 1e6)
